@@ -1,0 +1,145 @@
+// The CPU device: C source from the C renderer, compiled by clang-15 into a shared object,
+// dlopen'ed, and kept in an on-disk cache so a second run compiles nothing.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "backends/cpu/c_renderer.h"
+#include "engine/device.h"
+
+namespace mg {
+
+namespace {
+
+const char* kFlags = "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -w";
+
+std::string compiler() {
+  const char* c = std::getenv("MG_CLANG");
+  return c && *c ? c : "clang-15";
+}
+
+std::string cache_dir() {
+  std::string base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
+  else base = "/tmp";
+  return base + "/moongrad/kernels";
+}
+
+void mkdirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); i++)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+// 128-bit FNV-1a pair: a cache key that cannot realistically collide.
+std::string digest(const std::string& s) {
+  uint64_t a = 1469598103934665603ULL, b = 0x84222325cbf29ce4ULL;
+  for (unsigned char c : s) {
+    a = (a ^ c) * 1099511628211ULL;
+    b = (b ^ c) * 0x100000001b3ULL + 0x9e37;
+  }
+  char out[40];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
+  return out;
+}
+
+class SharedObject {
+public:
+  explicit SharedObject(const std::string& path) : h_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    if (!h_) throw std::runtime_error(std::string("cannot load compiled kernel: ") + dlerror());
+  }
+  ~SharedObject() {
+    if (h_) dlclose(h_);
+  }
+  SharedObject(const SharedObject&) = delete;
+  SharedObject& operator=(const SharedObject&) = delete;
+  void* sym(const std::string& n) const {
+    void* p = dlsym(h_, n.c_str());
+    if (!p) throw std::runtime_error("compiled kernel has no symbol " + n);
+    return p;
+  }
+
+private:
+  void* h_;
+};
+
+class CpuProgram : public Program {
+public:
+  CpuProgram(std::shared_ptr<SharedObject> so, const std::string& fn)
+      : so_(std::move(so)), fn_(reinterpret_cast<void (*)(void**)>(so_->sym(fn))) {}
+  void run(void** bufs, size_t) override { fn_(bufs); }
+
+private:
+  std::shared_ptr<SharedObject> so_;
+  void (*fn_)(void**);
+};
+
+class CpuDevice : public Device {
+public:
+  std::string name() const override { return "CPU"; }
+  void* alloc(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes on CPU");
+    return p;
+  }
+  void free(void* p, size_t) override { std::free(p); }
+  void copyin(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copyout(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  std::string render(const std::string& fn, const std::vector<UOpRef>& linear) override { return render_c(fn, linear); }
+  int compile_count() const override { return compiles_; }
+
+  std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
+    std::string key = digest(compiler() + "\n" + kFlags + "\n" + src);
+    auto it = loaded_.find(key);
+    if (it == loaded_.end()) it = loaded_.emplace(key, load_or_build(key, src)).first;
+    return std::make_unique<CpuProgram>(it->second, fn);
+  }
+
+private:
+  std::shared_ptr<SharedObject> load_or_build(const std::string& key, const std::string& src) {
+    std::string dir = cache_dir();
+    std::string so = dir + "/" + key + ".so";
+    if (::access(so.c_str(), R_OK) == 0) return std::make_shared<SharedObject>(so);
+    mkdirs(dir);
+    // Build beside the final name and rename: a crash or a second process never sees half a file.
+    std::string tmp = dir + "/" + key + "." + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp + ".c");
+      f << src;
+      if (!f) throw std::runtime_error("cannot write kernel source to " + tmp + ".c");
+    }
+    std::string cmd = compiler() + " " + kFlags + " -x c " + tmp + ".c -o " + tmp + ".so 2> " + tmp + ".err";
+    int rc = std::system(cmd.c_str());
+    std::ifstream ef(tmp + ".err");
+    std::stringstream err;
+    err << ef.rdbuf();
+    std::remove((tmp + ".c").c_str());
+    std::remove((tmp + ".err").c_str());
+    if (rc != 0) {
+      std::remove((tmp + ".so").c_str());
+      std::string e = err.str();
+      if (e.size() > 2000) e = e.substr(0, 2000) + "...";
+      throw std::runtime_error("kernel compile failed (" + compiler() + ", exit " + std::to_string(rc) + "):\n" + e);
+    }
+    compiles_++;
+    if (std::rename((tmp + ".so").c_str(), so.c_str()) != 0) return std::make_shared<SharedObject>(tmp + ".so");
+    return std::make_shared<SharedObject>(so);
+  }
+
+  std::unordered_map<std::string, std::shared_ptr<SharedObject>> loaded_;
+  int compiles_ = 0;
+};
+
+const bool registered = register_device("CPU", [] { return std::make_unique<CpuDevice>(); });
+
+} // namespace
+} // namespace mg

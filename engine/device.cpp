@@ -1,0 +1,75 @@
+#include "engine/device.h"
+
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "engine/settings.h"
+
+namespace mg {
+
+namespace {
+struct Registry {
+  std::map<std::string, DeviceFactory> factories;
+  std::map<std::string, std::unique_ptr<Device>> live;
+  // freed memory by (device, bytes), handed to the next buffer of the same size
+  std::map<std::pair<std::string, size_t>, std::vector<void*>> free_list;
+};
+Registry& reg() {
+  static Registry* r = new Registry(); // leaked on purpose: buffers may die after static destructors
+  return *r;
+}
+int next_buffer_id = 0;
+} // namespace
+
+Buffer::Buffer(std::string device, DType dtype, size_t size)
+    : device(std::move(device)), dtype(dtype), size(size), id_(next_buffer_id++) {}
+
+Buffer::~Buffer() {
+  if (ptr_) reg().free_list[{device, nbytes()}].push_back(ptr_);
+}
+
+void* Buffer::ptr() {
+  if (!ptr_) {
+    auto& fl = reg().free_list[{device, nbytes()}];
+    if (!fl.empty()) {
+      ptr_ = fl.back();
+      fl.pop_back();
+    } else ptr_ = get_device(device).alloc(nbytes() ? nbytes() : 1);
+  }
+  return ptr_;
+}
+void Buffer::copyin(const void* src) { get_device(device).copyin(ptr(), src, nbytes()); }
+void Buffer::copyout(void* dst) { get_device(device).copyout(dst, ptr(), nbytes()); }
+
+size_t buffer_size(const Buffer& b) { return b.size; }
+std::string buffer_string(const Buffer& b) {
+  return "<buf#" + std::to_string(b.id()) + " " + b.device + " " + name(b.dtype) + " " + std::to_string(b.size) + ">";
+}
+
+bool register_device(const std::string& name, DeviceFactory f) {
+  reg().factories[name] = std::move(f);
+  return true;
+}
+
+Device& get_device(const std::string& name) {
+  auto& r = reg();
+  if (auto it = r.live.find(name); it != r.live.end()) return *it->second;
+  auto f = r.factories.find(name);
+  if (f == r.factories.end()) {
+    std::string known;
+    for (auto& [k, v] : r.factories) known += (known.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("unknown device '" + name + "' (known: " + known + ")");
+  }
+  return *(r.live[name] = f->second());
+}
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> r;
+  for (auto& [k, v] : reg().factories) r.push_back(k);
+  return r;
+}
+
+std::string default_device() { return settings().device; }
+
+} // namespace mg

@@ -1,0 +1,72 @@
+// Devices, buffers and programs. A device is an allocator + a renderer + a compiler; backends
+// register themselves here, so the engine never includes a backend.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/uop.h"
+
+namespace mg {
+
+class Device;
+
+// Memory for `size` elements of `dtype` on a device, allocated on first use and returned to
+// the device's free list (for reuse by a buffer of the same byte size) when dropped.
+struct Buffer {
+  std::string device;
+  DType dtype;
+  size_t size;
+  Buffer(std::string device, DType dtype, size_t size);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  bool allocated() const { return ptr_ != nullptr; }
+  void* ptr(); // allocates if needed
+  size_t nbytes() const { return size * itemsize(dtype); }
+  void copyin(const void* src);
+  void copyout(void* dst);
+  int id() const { return id_; }
+
+private:
+  void* ptr_ = nullptr;
+  int id_;
+};
+
+size_t buffer_size(const Buffer& b);
+std::string buffer_string(const Buffer& b);
+
+// A compiled kernel, ready to launch on its buffers.
+class Program {
+public:
+  virtual ~Program() = default;
+  virtual void run(void** bufs, size_t n) = 0;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* p, size_t bytes) = 0;
+  virtual void copyin(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copyout(void* dst, const void* src, size_t bytes) = 0;
+  // Linear program -> source text, and source text -> runnable program.
+  virtual std::string render(const std::string& fn, const std::vector<UOpRef>& linear) = 0;
+  virtual std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) = 0;
+  // Compiles done by this process (the on-disk cache makes repeats free).
+  virtual int compile_count() const { return 0; }
+};
+
+using DeviceFactory = std::function<std::unique_ptr<Device>()>;
+// Returns true so it can initialise a static in the backend's translation unit.
+bool register_device(const std::string& name, DeviceFactory f);
+Device& get_device(const std::string& name);
+std::vector<std::string> device_names();
+// "CPU" unless DEV/CLANG say otherwise.
+std::string default_device();
+
+} // namespace mg

@@ -1,0 +1,163 @@
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/lowerer.h"
+#include "engine/pattern.h"
+
+namespace mg {
+
+namespace {
+
+double reduce_identity(Ops op, DType d) {
+  if (op == Ops::ADD) return 0;
+  if (op == Ops::MAX) return dtype_min(d);
+  throw std::logic_error(std::string("internal error: no identity for reduce ") + name(op));
+}
+
+struct Acc {
+  UOpRef value;
+  Ops op;
+  std::vector<UOpRef> ranges;
+};
+
+struct Linearizer {
+  std::unordered_map<const UOp*, uint64_t> bit;  // RANGE -> its bit
+  std::unordered_map<const UOp*, Acc> accs;      // DEFINE_ACC -> what it accumulates
+  std::unordered_map<const UOp*, uint64_t> masks;
+  std::unordered_set<const UOp*> emitted;
+  std::vector<UOpRef> out;
+
+  uint64_t mask(const UOp* u) {
+    if (auto it = masks.find(u); it != masks.end()) return it->second;
+    uint64_t m = 0;
+    if (u->op == Ops::RANGE) m = bit.at(u);
+    else if (u->op == Ops::DEFINE_ACC) {
+      const Acc& a = accs.at(u);
+      m = mask(a.value.get());
+      for (auto& r : a.ranges) m &= ~bit.at(r.get());
+    } else
+      for (auto& s : u->src) m |= mask(s.get());
+    masks[u] = m;
+    return m;
+  }
+
+  void push(const UOpRef& u) {
+    out.push_back(u);
+    emitted.insert(u.get());
+  }
+
+  void emit(const UOpRef& u, uint64_t allowed) {
+    if (emitted.count(u.get())) return;
+    if (u->op == Ops::RANGE) throw std::logic_error("internal error: linearize reached a loop that is not open");
+    if (u->op == Ops::DEFINE_ACC) return emit_acc(u, allowed);
+    for (auto& s : u->src) emit(s, allowed);
+    push(u);
+  }
+
+  void emit_acc(const UOpRef& acc, uint64_t allowed) {
+    const Acc& a = accs.at(acc.get());
+    // work inside the reduce that does not depend on its loops runs once, before them
+    for (const UOp* d : toposort(a.value.get()))
+      if (!emitted.count(d) && d->op != Ops::RANGE && (mask(d) & ~allowed) == 0) emit(find(d, a.value), allowed);
+    push(acc);
+    uint64_t inner = allowed;
+    for (auto& r : a.ranges) push(r), inner |= bit.at(r.get());
+    emit(a.value, inner);
+    UOpRef upd = alu(a.op, {acc, a.value});
+    push(upd);
+    push(UOp::make(Ops::ASSIGN, acc->dtype, {acc, upd}));
+    for (auto it = a.ranges.rbegin(); it != a.ranges.rend(); ++it) push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
+  }
+
+  // toposort hands out raw pointers; emit needs the owning reference
+  std::unordered_map<const UOp*, UOpRef> refs;
+  void add_refs(const UOpRef& root) {
+    refs[root.get()] = root;
+    for (const UOp* u : toposort(root.get()))
+      for (auto& s : u->src) refs.emplace(s.get(), s);
+  }
+  UOpRef find(const UOp* d, const UOpRef&) { return refs.at(d); }
+};
+
+} // namespace
+
+std::vector<UOpRef> linearize(const UOpRef& sink0) {
+  Linearizer L;
+  // Replace each REDUCE by an accumulator; its loops hang off it as sources.
+  int nacc = 0;
+  PatternMatcher to_acc{{UPat::op(Ops::REDUCE), [&](const Match& m) {
+                           auto& r = m.root();
+                           Ops op = static_cast<Ops>(r->iarg());
+                           std::vector<UOpRef> src{UOp::cconst(r->dtype, reduce_identity(op, r->dtype))};
+                           std::vector<UOpRef> rngs(r->src.begin() + 1, r->src.end());
+                           src.insert(src.end(), rngs.begin(), rngs.end());
+                           UOpRef acc = UOp::make(Ops::DEFINE_ACC, r->dtype, src, static_cast<int64_t>(nacc++));
+                           L.accs[acc.get()] = Acc{r->src[0], op, rngs};
+                           return acc;
+                         }}};
+  UOpRef sink = graph_rewrite(sink0, to_acc);
+  // Loop order: global dims outermost, then reduce dims, each by axis.
+  std::vector<UOpRef> globals, reduces;
+  std::unordered_set<const UOp*> seen;
+  auto collect = [&](const UOpRef& root) {
+    for (const UOp* u : toposort(root.get()))
+      for (auto& s : u->src)
+        if (s->op == Ops::RANGE && seen.insert(s.get()).second) (s->varg()[1] ? reduces : globals).push_back(s);
+  };
+  collect(sink);
+  L.add_refs(sink);
+  for (auto& [a, acc] : L.accs) collect(acc.value), L.add_refs(acc.value);
+  auto by_axis = [](const UOpRef& a, const UOpRef& b) { return a->varg()[0] < b->varg()[0]; };
+  std::sort(globals.begin(), globals.end(), by_axis);
+  std::sort(reduces.begin(), reduces.end(), by_axis);
+  if (globals.size() + reduces.size() > 64) throw std::runtime_error("kernel has more than 64 loops");
+  uint64_t b = 1;
+  for (auto& r : globals) L.bit[r.get()] = b, b <<= 1;
+  for (auto& r : reduces) L.bit[r.get()] = b, b <<= 1;
+
+  // Program order: sources first, and an accumulator's loop body before the accumulator, so
+  // body work that needs only outer loops is emitted (hoisted) at that outer level.
+  std::vector<const UOp*> topo;
+  {
+    std::unordered_set<const UOp*> seen{sink.get()};
+    std::vector<std::pair<const UOp*, size_t>> st{{sink.get(), 0}};
+    auto deps = [&](const UOp* u) {
+      std::vector<const UOp*> d;
+      if (u->op == Ops::DEFINE_ACC) d.push_back(L.accs.at(u).value.get());
+      for (auto& s : u->src) d.push_back(s.get());
+      return d;
+    };
+    while (!st.empty()) {
+      auto [u, i] = st.back();
+      auto d = deps(u);
+      if (i < d.size()) {
+        st.back().second++;
+        if (seen.insert(d[i]).second) st.push_back({d[i], 0});
+      } else {
+        topo.push_back(u);
+        st.pop_back();
+      }
+    }
+  }
+  auto emit_ready = [&](uint64_t allowed) {
+    for (const UOp* u : topo)
+      if (!L.emitted.count(u) && u->op != Ops::RANGE && u->op != Ops::SINK && (L.mask(u) & ~allowed) == 0)
+        L.emit(L.find(u, sink), allowed);
+  };
+  uint64_t allowed = 0;
+  emit_ready(0);
+  for (auto& g : globals) {
+    L.push(g);
+    allowed |= L.bit.at(g.get());
+    emit_ready(allowed);
+  }
+  for (auto it = globals.rbegin(); it != globals.rend(); ++it) L.push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
+  return L.out;
+}
+
+} // namespace mg

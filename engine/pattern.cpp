@@ -1,0 +1,182 @@
+#include "engine/pattern.h"
+
+#include <stdexcept>
+#include <unordered_map>
+
+namespace mg {
+
+UPat UPat::any(std::string name) {
+  UPat p;
+  p.name = std::move(name);
+  return p;
+}
+UPat UPat::cvar(std::string name, std::optional<DType> dt) {
+  UPat p;
+  p.ops = {Ops::CONST};
+  p.name = std::move(name);
+  p.dtype = dt;
+  return p;
+}
+UPat UPat::cnst(double v) {
+  UPat p = cvar();
+  p.value = v;
+  return p;
+}
+UPat UPat::op(Ops o) {
+  UPat p;
+  p.ops = {o};
+  return p;
+}
+UPat UPat::op(Ops o, std::vector<UPat> src, std::string name) {
+  UPat p;
+  p.ops = {o};
+  p.commute = is_commutative(o) && src.size() == 2;
+  p.src = std::move(src);
+  p.name = std::move(name);
+  return p;
+}
+UPat UPat::op(std::vector<Ops> os, std::optional<std::vector<UPat>> src, std::string name) {
+  UPat p;
+  p.ops = std::move(os);
+  p.src = std::move(src);
+  p.name = std::move(name);
+  return p;
+}
+UPat UPat::idiv(const UPat& b) const { return op(Ops::IDIV, {*this, b}); }
+UPat UPat::mod(const UPat& b) const { return op(Ops::MOD, {*this, b}); }
+UPat UPat::lt(const UPat& b) const { return op(Ops::CMPLT, {*this, b}); }
+UPat UPat::ne(const UPat& b) const { return op(Ops::CMPNE, {*this, b}); }
+UPat UPat::max(const UPat& b) const { return op(Ops::MAX, {*this, b}); }
+UPat UPat::cast() const { return op(Ops::CAST, {*this}); }
+UPat operator+(const UPat& a, const UPat& b) { return UPat::op(Ops::ADD, {a, b}); }
+UPat operator*(const UPat& a, const UPat& b) { return UPat::op(Ops::MUL, {a, b}); }
+UPat operator-(const UPat& a) { return UPat::op(Ops::NEG, {a}); }
+UPat operator&(const UPat& a, const UPat& b) { return UPat::op(Ops::AND, {a, b}); }
+UPat operator|(const UPat& a, const UPat& b) { return UPat::op(Ops::OR, {a, b}); }
+
+const UOpRef& Match::operator[](const std::string& n) const {
+  for (auto& [k, v] : vars)
+    if (k == n) return v;
+  throw std::logic_error("internal error: pattern has no variable '" + n + "'");
+}
+
+namespace {
+bool match_srcs(const std::vector<UPat>& ps, const UOp& u, const std::vector<size_t>& order, Match& m) {
+  for (size_t i = 0; i < ps.size(); i++)
+    if (!upat_match(ps[i], u.src[order[i]], m)) return false;
+  return true;
+}
+} // namespace
+
+bool upat_match(const UPat& p, const UOpRef& u, Match& m) {
+  if (!p.ops.empty() && std::find(p.ops.begin(), p.ops.end(), u->op) == p.ops.end()) return false;
+  if (p.dtype && *p.dtype != u->dtype) return false;
+  if (p.value && (u->op != Ops::CONST || u->const_value() != *p.value)) return false;
+  if (p.pred && !p.pred(*u)) return false;
+  if (!p.name.empty()) {
+    bool bound = false;
+    for (auto& [k, v] : m.vars)
+      if (k == p.name) {
+        if (v != u) return false;
+        bound = true;
+      }
+    if (!bound) m.vars.emplace_back(p.name, u);
+  }
+  if (!p.src) return true;
+  if (p.src->size() != u->src.size()) return false;
+  size_t saved = m.vars.size();
+  std::vector<size_t> order(u->src.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  if (match_srcs(*p.src, *u, order, m)) return true;
+  m.vars.resize(saved);
+  if (!p.commute) return false;
+  order = {1, 0};
+  if (match_srcs(*p.src, *u, order, m)) return true;
+  m.vars.resize(saved);
+  return false;
+}
+
+PatternMatcher::PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules) : rules_(rules) { index(); }
+PatternMatcher::PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules) : rules_(std::move(rules)) { index(); }
+
+void PatternMatcher::index() {
+  by_op_.assign(num_ops, {});
+  for (size_t i = 0; i < rules_.size(); i++) {
+    const auto& ops = rules_[i].first.ops;
+    for (int o = 0; o < num_ops; o++)
+      if (ops.empty() || std::find(ops.begin(), ops.end(), static_cast<Ops>(o)) != ops.end()) by_op_[o].push_back(i);
+  }
+}
+
+PatternMatcher PatternMatcher::operator+(const PatternMatcher& other) const {
+  auto r = rules_;
+  r.insert(r.end(), other.rules_.begin(), other.rules_.end());
+  return PatternMatcher(std::move(r));
+}
+
+UOpRef PatternMatcher::rewrite(const UOpRef& u, void* ctx) const {
+  for (size_t i : by_op_[static_cast<size_t>(u->op)]) {
+    Match m;
+    m.ctx = ctx;
+    m.vars.emplace_back("", u);
+    if (!upat_match(rules_[i].first, u, m)) continue;
+    if (UOpRef r = rules_[i].second(m); r && r != u) return r;
+  }
+  return nullptr;
+}
+
+UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
+  // Explicit stack (no recursion): graphs can be 100k nodes deep.
+  std::unordered_map<const UOp*, UOpRef> done;
+  struct Frame {
+    UOpRef n;
+    int stage;
+    UOpRef pending; // result of one rewrite step, being rewritten in turn
+  };
+  std::vector<Frame> stack{{root, 0, nullptr}};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.stage == 0) {
+      if (done.count(f.n.get())) {
+        stack.pop_back();
+        continue;
+      }
+      f.stage = 1;
+      UOpRef n = f.n;
+      for (auto it = n->src.rbegin(); it != n->src.rend(); ++it)
+        if (!done.count(it->get())) stack.push_back({*it, 0, nullptr});
+    } else if (f.stage == 1) {
+      std::vector<UOpRef> ns;
+      ns.reserve(f.n->src.size());
+      bool changed = false;
+      for (auto& s : f.n->src) {
+        ns.push_back(done.at(s.get()));
+        changed |= ns.back() != s;
+      }
+      UOpRef x = changed ? f.n->replace_src(std::move(ns)) : f.n;
+      UOpRef y = pm.rewrite(x, ctx);
+      if (!y) {
+        done[f.n.get()] = x;
+        if (x != f.n) done[x.get()] = x;
+        stack.pop_back();
+      } else {
+        f.stage = 2;
+        f.pending = y;
+        stack.push_back({y, 0, nullptr});
+      }
+    } else {
+      done[f.n.get()] = done.at(f.pending.get());
+      stack.pop_back();
+    }
+  }
+  return done.at(root.get());
+}
+
+UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs) {
+  std::unordered_map<const UOp*, UOpRef> map(subs.begin(), subs.end());
+  PatternMatcher pm{{UPat::any().where([&](const UOp& u) { return map.count(&u) > 0; }),
+                     [&](const Match& m) { return map.at(m.root().get()); }}};
+  return graph_rewrite(root, pm);
+}
+
+} // namespace mg

@@ -1,0 +1,94 @@
+// UPat / PatternMatcher / graph_rewrite: the one rewrite mechanism. Symbolic rules,
+// lowering and renderer fix-ups are all tables of (pattern -> lambda).
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/uop.h"
+
+namespace mg {
+
+struct UPat {
+  std::vector<Ops> ops;                // empty: any op
+  std::optional<DType> dtype;          // nullopt: any dtype
+  std::optional<std::vector<UPat>> src; // nullopt: any sources
+  bool commute = false;                // two sources, either order
+  std::string name;                    // bind the match to this name
+  std::optional<double> value;         // CONST with this value
+  std::function<bool(const UOp&)> pred; // extra condition
+
+  static UPat any(std::string name = "");
+  static UPat var(std::string name, std::optional<DType> dt = std::nullopt) {
+    UPat p = any(std::move(name));
+    p.dtype = dt;
+    return p;
+  }
+  static UPat cvar(std::string name = "", std::optional<DType> dt = std::nullopt);
+  static UPat cnst(double v);
+  static UPat op(Ops o); // any sources
+  static UPat op(Ops o, std::vector<UPat> src, std::string name = "");
+  static UPat op(std::vector<Ops> os, std::optional<std::vector<UPat>> src = std::nullopt, std::string name = "");
+  UPat named(std::string n) const {
+    UPat p = *this;
+    p.name = std::move(n);
+    return p;
+  }
+  UPat where(std::function<bool(const UOp&)> f) const {
+    UPat p = *this;
+    p.pred = std::move(f);
+    return p;
+  }
+  // Builders that read like the algebra they match.
+  UPat idiv(const UPat& b) const;
+  UPat mod(const UPat& b) const;
+  UPat lt(const UPat& b) const;
+  UPat ne(const UPat& b) const;
+  UPat max(const UPat& b) const;
+  UPat cast() const;
+};
+
+UPat operator+(const UPat& a, const UPat& b);
+UPat operator*(const UPat& a, const UPat& b);
+UPat operator-(const UPat& a); // NEG
+UPat operator&(const UPat& a, const UPat& b);
+UPat operator|(const UPat& a, const UPat& b);
+inline UPat operator+(const UPat& a, double c) { return a + UPat::cnst(c); }
+inline UPat operator*(const UPat& a, double c) { return a * UPat::cnst(c); }
+
+struct Match {
+  std::vector<std::pair<std::string, UOpRef>> vars;
+  const UOpRef& root() const { return vars.front().second; }
+  void* ctx = nullptr;
+  const UOpRef& operator[](const std::string& n) const;
+};
+
+// A rule returns the replacement, or nullptr for "no change".
+using RewriteFn = std::function<UOpRef(const Match&)>;
+
+class PatternMatcher {
+public:
+  PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules);
+  PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules);
+  // Rules are tried in table order; the first that returns non-null wins.
+  UOpRef rewrite(const UOpRef& u, void* ctx = nullptr) const;
+  PatternMatcher operator+(const PatternMatcher& other) const;
+  size_t size() const { return rules_.size(); }
+
+private:
+  void index();
+  std::vector<std::pair<UPat, RewriteFn>> rules_;
+  std::vector<std::vector<size_t>> by_op_; // rule indices to try for each op, in table order
+};
+
+bool upat_match(const UPat& p, const UOpRef& u, Match& m);
+
+// Rewrites every node bottom-up, each to a fixed point of `pm`.
+UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx = nullptr);
+// Replaces nodes found in `subs` (by pointer) everywhere below root.
+UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs);
+
+} // namespace mg

@@ -1,0 +1,130 @@
+#include "engine/realize.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/device.h"
+#include "engine/lowerer.h"
+#include "engine/settings.h"
+#include "engine/tensor.h"
+
+namespace mg {
+
+namespace {
+
+struct Compiled {
+  UOpRef ast; // keeps the key alive: ASTs are hash-consed, so equal ASTs share a kernel
+  KernelInfo info;
+  std::unique_ptr<Program> program;
+};
+
+std::unordered_map<std::string, std::unordered_map<const UOp*, std::unique_ptr<Compiled>>>& cache() {
+  static auto* c = new std::unordered_map<std::string, std::unordered_map<const UOp*, std::unique_ptr<Compiled>>>();
+  return *c;
+}
+
+std::string linear_string(const std::vector<UOpRef>& lin) {
+  std::unordered_map<const UOp*, size_t> pos;
+  std::ostringstream os;
+  for (size_t i = 0; i < lin.size(); i++) {
+    const UOp* u = lin[i].get();
+    pos[u] = i;
+    char head[64];
+    std::snprintf(head, sizeof head, "%4zu %-12s %-8s [", i, name(u->op), name(u->dtype));
+    os << head;
+    bool first = true;
+    for (auto& s : u->src) {
+      os << (first ? "" : ", ");
+      first = false;
+      if (auto it = pos.find(s.get()); it != pos.end()) os << it->second;
+      else if (s->op == Ops::CONST) os << s->const_value();
+      else os << "?";
+    }
+    os << "] " << u->arg_string() << "\n";
+  }
+  return os.str();
+}
+
+// FLOPs (ALU ops on values, not index math) times the trip count of their loops; bytes moved.
+void estimate(const LoweredKernel& k, KernelInfo& info, const ScheduleItem& item) {
+  std::unordered_set<const UOp*> index_math;
+  for (auto& u : k.linear)
+    if (u->op == Ops::INDEX)
+      for (size_t i = 1; i < u->src.size(); i++)
+        for (const UOp* d : toposort(u->src[i].get())) index_math.insert(d);
+  int64_t trips = 1, flops = 0;
+  std::vector<int64_t> stack;
+  for (auto& u : k.linear) {
+    if (u->op == Ops::RANGE) stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->const_value());
+    else if (u->op == Ops::ENDRANGE) trips = stack.back(), stack.pop_back();
+    else if (is_elementwise(u->op) && u->op != Ops::CAST && !index_math.count(u.get())) flops += trips;
+  }
+  info.flops = flops;
+  info.bytes = 0;
+  for (auto& b : item.bufs) info.bytes += static_cast<int64_t>(b->nbytes());
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
+  LoweredKernel k = lower_kernel(ast);
+  return {{"ast", print_tree(k.ast)},
+          {"lowered", print_tree(k.lowered)},
+          {"simplified", print_tree(k.simplified)},
+          {"linear", linear_string(k.linear)}};
+}
+
+static Compiled& compiled_for(const ScheduleItem& item) {
+  const std::string& dev = item.bufs.at(0)->device;
+  auto& per_dev = cache()[dev];
+  if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
+  Device& d = get_device(dev);
+  LoweredKernel k = lower_kernel(item.ast);
+  int dbg = settings().debug;
+  if (dbg >= 4) {
+    std::printf("--- scheduled AST\n%s--- lowered\n%s--- simplified\n%s--- linear\n%s", print_tree(k.ast).c_str(),
+                print_tree(k.lowered).c_str(), print_tree(k.simplified).c_str(), linear_string(k.linear).c_str());
+  }
+  auto c = std::make_unique<Compiled>();
+  c->ast = item.ast;
+  c->info.name = k.name;
+  c->info.device = dev;
+  c->info.full_shape = k.full_shape;
+  c->info.out_shape = k.out_shape;
+  c->info.src = d.render(k.name, k.linear);
+  estimate(k, c->info, item);
+  if (dbg >= 3) std::printf("%s", c->info.src.c_str());
+  c->program = d.compile(k.name, c->info.src);
+  return *(per_dev[item.ast.get()] = std::move(c));
+}
+
+const KernelInfo& kernel_for(const ScheduleItem& item) { return compiled_for(item).info; }
+
+std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
+  std::vector<KernelRun> runs;
+  auto& gc = global_counters();
+  for (auto& item : items) {
+    Compiled& c = compiled_for(item);
+    std::vector<void*> ptrs;
+    for (auto& b : item.bufs) ptrs.push_back(b->ptr());
+    auto t0 = std::chrono::steady_clock::now();
+    if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size());
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    runs.push_back({&c.info, s});
+    gc.kernel_count++;
+    gc.time_sum_s += s;
+    gc.global_ops += c.info.flops;
+    gc.global_mem += c.info.bytes;
+    if (settings().debug >= 2)
+      std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", c.info.device.c_str(),
+                  static_cast<long long>(gc.kernel_count), c.info.name.c_str(), shape_str(c.info.out_shape).c_str(),
+                  s * 1e3, s > 0 ? c.info.flops / s * 1e-9 : 0.0, s > 0 ? c.info.bytes / s * 1e-9 : 0.0);
+  }
+  return runs;
+}
+
+} // namespace mg

@@ -1,0 +1,35 @@
+// Running a schedule: lower each AST to a program (cached per AST), compile it on its
+// device (cached in memory and on disk), allocate buffers, launch, time.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/schedule.h"
+
+namespace mg {
+
+// One compiled kernel as DEBUG and :kernels show it.
+struct KernelInfo {
+  std::string name;
+  std::string device;
+  std::string src;
+  Shape full_shape;
+  Shape out_shape;
+  int64_t flops = 0; // estimate from the lowered program
+  int64_t bytes = 0; // bytes moved by loads and stores
+};
+
+struct KernelRun {
+  const KernelInfo* info;
+  double seconds;
+};
+
+// Runs the items in order; returns one entry per kernel.
+std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items);
+// Lowers, renders and compiles (cached) without running.
+const KernelInfo& kernel_for(const ScheduleItem& item);
+
+// Every IR stage for one AST, as DEBUG=4 prints them: "ast", "lowered", "simplified", "linear".
+std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast);
+
+} // namespace mg

@@ -1,0 +1,208 @@
+#include "engine/schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "engine/device.h"
+#include "engine/pattern.h"
+#include "engine/settings.h"
+#include "engine/shapetracker.h"
+
+namespace mg {
+
+UOpRef resolve_realized(const UOpRef& u) {
+  if (u->realized) return u->realized;
+  bool any = false;
+  for (const UOp* n : toposort(u.get()))
+    if (n->realized) {
+      any = true;
+      break;
+    }
+  if (!any) return u;
+  static const PatternMatcher pm{{UPat::any().where([](const UOp& n) { return n.realized != nullptr; }),
+                                  [](const Match& m) { return m.root()->realized; }}};
+  return graph_rewrite(u, pm);
+}
+
+namespace {
+
+// Ops whose value at 0 is not 0: a padded region would compute garbage through them.
+bool unsafe_under_pad(Ops op) {
+  return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD || op == Ops::POW;
+}
+
+// A movement chain from the kernel's root down to a node, outermost first.
+using Path = std::vector<const UOp*>;
+
+bool is_buffer_view(const UOp* u) {
+  while (is_movement(u->op)) u = u->src[0].get();
+  return u->op == Ops::BUFFER;
+}
+
+struct Scheduler {
+  bool commit; // set `realized` on graph nodes (false: preview only)
+  std::vector<ScheduleItem> items;
+  std::unordered_map<const UOp*, UOpRef> done; // node -> realized buffer view
+
+  // Schedules `u` as a kernel (after its dependencies) and returns its buffer view.
+  UOpRef realize(const UOpRef& u);
+};
+
+struct KernelBuilder {
+  Scheduler& s;
+  const UOp* root;
+  // The reduce this kernel fuses: its input shape and axes (empty if none).
+  Shape red_in, red_out;
+  std::vector<int64_t> red_axes;
+  Ops red_op = Ops::SINK;
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  std::map<std::pair<const UOp*, Path>, UOpRef> memo[2];
+
+  UOpRef global(const std::shared_ptr<Buffer>& b) {
+    size_t i = 0;
+    while (i < bufs.size() && bufs[i] != b) i++;
+    if (i == bufs.size()) bufs.push_back(b);
+    return UOp::make(Ops::DEFINE_GLOBAL, b->dtype, {}, static_cast<int64_t>(i));
+  }
+
+  ShapeTracker view_through(const Shape& base, const Path& path, bool in_reduce) const {
+    ShapeTracker st = ShapeTracker::contiguous(base);
+    for (auto it = path.rbegin(); it != path.rend(); ++it) st = st.apply((*it)->op, (*it)->arg);
+    // Above the reduce the kernel iterates the reduce's output shape (reduced dims kept as 1).
+    if (!in_reduce && !red_out.empty() && st.shape() != red_out) st = st.reshape(red_out);
+    return st;
+  }
+
+  static UOpRef view_uop(const ShapeTracker& st) {
+    return UOp::make(Ops::VIEW, DType::Void, {}, std::make_shared<const ShapeTracker>(st));
+  }
+
+  // The first reduce reachable from the root through elementwise ops and reshapes.
+  void find_reduce(const UOp* u) {
+    if (!red_axes.empty() || s.done.count(u) || u->realized) return;
+    if (u->op == Ops::REDUCE_AXIS) {
+      red_in = u->src[0]->shape, red_out = u->shape, red_axes = u->rarg().axes, red_op = u->rarg().op;
+      return;
+    }
+    if (is_elementwise(u->op) || u->op == Ops::RESHAPE || u->op == Ops::DETACH || (u == root && u->op == Ops::CONTIGUOUS))
+      for (auto& x : u->src) find_reduce(x.get());
+  }
+
+  UOpRef leaf(const UOpRef& view, const Path& path, bool in_reduce) {
+    // `view` is a buffer view (movement ops on a BUFFER): fold them into the path
+    Path p = path;
+    const UOp* u = view.get();
+    while (is_movement(u->op)) p.push_back(u), u = u->src[0].get();
+    ShapeTracker st = view_through(u->shape, p, in_reduce);
+    return UOp::make(Ops::LOAD, u->dtype, {global(u->buffer()), view_uop(st)});
+  }
+
+  UOpRef walk(const UOpRef& u, const Path& path, bool in_reduce) {
+    auto key = std::make_pair(u.get(), path);
+    auto& m = memo[in_reduce];
+    if (auto it = m.find(key); it != m.end()) return it->second;
+    UOpRef r = walk_uncached(u, path, in_reduce);
+    m[key] = r;
+    return r;
+  }
+
+  bool path_has_pad(const Path& p) const {
+    return std::any_of(p.begin(), p.end(), [](const UOp* x) { return x->op == Ops::PAD; });
+  }
+
+  UOpRef walk_uncached(const UOpRef& u, const Path& path, bool in_reduce) {
+    if (auto it = s.done.find(u.get()); it != s.done.end()) return leaf(it->second, path, in_reduce);
+    if (u->realized) return leaf(u->realized, path, in_reduce);
+    switch (u->op) {
+    case Ops::BUFFER: return leaf(u, path, in_reduce);
+    case Ops::CONST: return UOp::make(Ops::CONST, u->dtype, {view_uop(view_through({}, path, in_reduce))}, u->arg);
+    case Ops::DETACH: return walk(u->src[0], path, in_reduce);
+    case Ops::CONTIGUOUS:
+      if (u.get() == root) return walk(u->src[0], path, in_reduce);
+      return leaf(s.realize(u), path, in_reduce);
+    case Ops::REDUCE_AXIS: {
+      bool plain = std::all_of(path.begin(), path.end(), [](const UOp* x) { return x->op == Ops::RESHAPE; });
+      bool same = u->src[0]->shape == red_in && u->rarg().axes == red_axes;
+      if (plain && same && !in_reduce)
+        return UOp::make(Ops::REDUCE_AXIS, u->dtype, {walk(u->src[0], {}, true)}, u->arg);
+      return leaf(s.realize(u), path, in_reduce); // broadcast back, nested, or another shape
+    }
+    default: break;
+    }
+    if (is_movement(u->op)) {
+      Path p = path;
+      p.push_back(u.get());
+      return walk(u->src[0], p, in_reduce);
+    }
+    if (is_elementwise(u->op)) {
+      if (unsafe_under_pad(u->op) && path_has_pad(path)) return leaf(s.realize(u), path, in_reduce);
+      std::vector<UOpRef> src;
+      for (auto& x : u->src) src.push_back(walk(x, path, in_reduce));
+      return UOp::make(u->op, u->dtype, std::move(src), u->arg);
+    }
+    throw std::logic_error(std::string("internal error: cannot schedule ") + name(u->op));
+  }
+};
+
+UOpRef Scheduler::realize(const UOpRef& u) {
+  if (auto it = done.find(u.get()); it != done.end()) return it->second;
+  KernelBuilder kb{*this, u.get()};
+  kb.find_reduce(u.get());
+  std::string dev;
+  auto out = std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->numel()));
+  kb.bufs.push_back(out);
+  UOpRef value = kb.walk(u, {}, false);
+  for (size_t i = 1; i < kb.bufs.size(); i++) // a kernel runs where its inputs live
+    if (kb.bufs[i]->device != out->device) {
+      auto moved = std::make_shared<Buffer>(kb.bufs[i]->device, u->dtype, out->size);
+      kb.bufs[0] = out = moved;
+      break;
+    }
+  ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
+  if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
+  UOpRef store = UOp::make(Ops::STORE, DType::Void,
+                           {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), KernelBuilder::view_uop(store_st), value});
+  items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
+  UOpRef bv = UOp::make(Ops::BUFFER, u->dtype, {}, out);
+  if (bv->shape != u->shape) bv = UOp::make(Ops::RESHAPE, u->dtype, {bv}, u->shape);
+  done[u.get()] = bv;
+  if (commit) u->realized = bv;
+  return bv;
+}
+
+std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs, bool commit) {
+  Scheduler s{commit};
+  for (auto& o : outs) {
+    UOpRef u = resolve_realized(o);
+    if (is_buffer_view(u.get()) || u->numel() == 0) {
+      // movement ops alone make no kernel; an empty tensor needs no work
+      if (u->numel() == 0 && !is_buffer_view(u.get())) {
+        auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
+        UOpRef bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
+        if (commit) o->realized = bv;
+      } else if (commit && u != o) o->realized = u;
+      continue;
+    }
+    UOpRef bv = s.realize(u);
+    if (commit && u != o) o->realized = bv;
+  }
+  return std::move(s.items);
+}
+
+} // namespace
+
+std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs) { return schedule(outs, true); }
+std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) { return schedule(outs, false); }
+
+std::string ScheduleItem::to_string() const {
+  std::ostringstream os;
+  os << "ScheduleItem(" << bufs.size() << " buffers:";
+  for (auto& b : bufs) os << " " << buffer_string(*b);
+  os << ")\n" << print_tree(ast);
+  return os.str();
+}
+
+} // namespace mg

@@ -1,0 +1,39 @@
+#include "engine/settings.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace mg {
+namespace {
+int env_int(const char* k, int dflt) {
+  const char* v = std::getenv(k);
+  if (!v || !*v) return dflt;
+  try {
+    return std::stoi(v);
+  } catch (...) {
+    return dflt;
+  }
+}
+} // namespace
+
+Settings& settings() {
+  static Settings s = [] {
+    Settings t;
+    t.debug = env_int("DEBUG", 0);
+    t.beam = env_int("BEAM", 0);
+    t.noopt = env_int("NOOPT", 0) != 0;
+    if (const char* d = std::getenv("DEV"); d && *d) t.device = d;
+    if (env_int("CLANG", 0)) t.device = "CPU";
+    return t;
+  }();
+  return s;
+}
+
+void load_settings_from_env() {
+  Settings& s = settings();
+  s.debug = env_int("DEBUG", s.debug);
+  s.beam = env_int("BEAM", s.beam);
+  s.noopt = env_int("NOOPT", s.noopt) != 0;
+  if (const char* d = std::getenv("DEV"); d && *d) s.device = d;
+}
+} // namespace mg

@@ -1,0 +1,15 @@
+// Live settings: read from the environment at start-up, changed by the REPL or Context.
+#pragma once
+#include <string>
+
+namespace mg {
+struct Settings {
+  int debug = 0;    // DEBUG
+  int beam = 0;     // BEAM (not used yet)
+  bool noopt = false; // NOOPT
+  std::string device = "CPU";
+};
+Settings& settings();
+// Re-reads DEBUG, BEAM, NOOPT, DEV, CLANG from the environment.
+void load_settings_from_env();
+} // namespace mg

@@ -1,0 +1,338 @@
+#include "engine/shapetracker.h"
+
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+
+namespace mg {
+
+std::vector<int64_t> strides_for_shape(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 0);
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = shape[i] == 1 ? 0 : acc;
+    acc *= shape[i];
+  }
+  return st;
+}
+
+std::vector<std::pair<int64_t, int64_t>> unflatten_pairs(const std::vector<int64_t>& v) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (size_t i = 0; i + 1 < v.size(); i += 2) r.emplace_back(v[i], v[i + 1]);
+  return r;
+}
+
+View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int64_t offset, std::optional<Mask> mask) {
+  View v;
+  v.shape = std::move(shape);
+  v.strides = strides ? *strides : strides_for_shape(v.shape);
+  v.offset = offset;
+  for (size_t i = 0; i < v.shape.size(); i++)
+    if (v.shape[i] == 1) v.strides[i] = 0;
+  if (mask) {
+    bool empty = false, full = true;
+    for (size_t i = 0; i < v.shape.size(); i++) {
+      auto [lo, hi] = (*mask)[i];
+      if (lo >= hi) empty = true;
+      if (lo != 0 || hi != v.shape[i]) full = false;
+    }
+    if (empty) {
+      // nothing is valid: normalise so equal empty views compare equal
+      mask = Mask(v.shape.size(), {0, 0});
+      v.strides.assign(v.shape.size(), 0);
+      v.offset = 0;
+    } else if (full) {
+      mask.reset();
+    } else {
+      // a dim whose mask admits one index needs no stride: fold it into the offset
+      for (size_t i = 0; i < v.shape.size(); i++)
+        if ((*mask)[i].second - (*mask)[i].first == 1 && v.strides[i] != 0) {
+          v.offset += (*mask)[i].first * v.strides[i];
+          v.strides[i] = 0;
+        }
+    }
+  }
+  v.mask = std::move(mask);
+  v.contiguous = v.offset == 0 && !v.mask && v.strides == strides_for_shape(v.shape);
+  return v;
+}
+
+int64_t View::size() const {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+
+std::optional<View> View::reshape(const Shape& ns) const {
+  if (ns == shape) return *this;
+  if (contiguous) return create(ns);
+  auto strip = [](const Shape& s) {
+    Shape r;
+    for (auto d : s)
+      if (d != 1) r.push_back(d);
+    return r;
+  };
+  if (mask) {
+    // Only size-1 dims inserted or removed: carry the per-dim mask and strides across.
+    if (strip(ns) != strip(shape)) return std::nullopt;
+    std::vector<int64_t> st;
+    Mask m;
+    size_t j = 0;
+    for (auto d : ns) {
+      if (d == 1) {
+        st.push_back(0);
+        m.push_back({0, 1});
+        continue;
+      }
+      while (shape[j] == 1) j++;
+      st.push_back(strides[j]);
+      m.push_back((*mask)[j]);
+      j++;
+    }
+    return create(ns, st, offset, m);
+  }
+  // Merge old dims into segments that are contiguous among themselves, then split them anew.
+  std::vector<std::pair<int64_t, int64_t>> segs; // (size, stride of last dim)
+  for (size_t i = 0; i < shape.size(); i++) {
+    if (shape[i] == 1) continue;
+    if (!segs.empty() && segs.back().second == strides[i] * shape[i]) {
+      segs.back().first *= shape[i];
+      segs.back().second = strides[i];
+    } else segs.push_back({shape[i], strides[i]});
+  }
+  std::vector<int64_t> st(ns.size(), 0);
+  size_t k = 0;
+  int64_t rem = segs.empty() ? 1 : segs[0].first;
+  for (size_t i = 0; i < ns.size(); i++) {
+    if (ns[i] == 1) continue;
+    if (k >= segs.size() || rem % ns[i] != 0) return std::nullopt;
+    rem /= ns[i];
+    st[i] = segs[k].second * rem;
+    if (rem == 1 && ++k < segs.size()) rem = segs[k].first;
+  }
+  return create(ns, st, offset);
+}
+
+View View::permute(const std::vector<int64_t>& order) const {
+  Shape s;
+  std::vector<int64_t> st;
+  Mask m;
+  for (auto i : order) {
+    s.push_back(shape[i]);
+    st.push_back(strides[i]);
+    if (mask) m.push_back((*mask)[i]);
+  }
+  return create(s, st, offset, mask ? std::optional<Mask>(m) : std::nullopt);
+}
+
+View View::expand(const Shape& ns) const {
+  std::optional<Mask> m = mask;
+  for (size_t i = 0; i < ns.size(); i++)
+    if (m && shape[i] != ns[i]) (*m)[i] = (*m)[i].first < (*m)[i].second ? std::pair<int64_t, int64_t>{0, ns[i]}
+                                                                           : std::pair<int64_t, int64_t>{0, 0};
+  return create(ns, strides, offset, m);
+}
+
+View View::pad(const std::vector<std::pair<int64_t, int64_t>>& arg) const {
+  Shape ns = shape;
+  Mask m(shape.size());
+  int64_t off = offset;
+  for (size_t i = 0; i < shape.size(); i++) {
+    auto [b, a] = arg[i];
+    ns[i] = shape[i] + b + a;
+    auto [lo, hi] = mask ? (*mask)[i] : std::pair<int64_t, int64_t>{0, shape[i]};
+    m[i] = {lo + b, hi + b};
+    off -= b * strides[i];
+  }
+  return create(ns, strides, off, m);
+}
+
+View View::shrink(const std::vector<std::pair<int64_t, int64_t>>& arg) const {
+  Shape ns = shape;
+  Mask m(shape.size());
+  int64_t off = offset;
+  for (size_t i = 0; i < shape.size(); i++) {
+    auto [b, e] = arg[i];
+    ns[i] = e - b;
+    off += b * strides[i];
+    if (mask) {
+      int64_t lo = std::max((*mask)[i].first, b) - b, hi = std::min((*mask)[i].second, e) - b;
+      m[i] = {lo, std::max(lo, hi)};
+    } else m[i] = {0, ns[i]};
+  }
+  return create(ns, strides, off, m);
+}
+
+View View::flip(const std::vector<bool>& axes) const {
+  std::vector<int64_t> st = strides;
+  std::optional<Mask> m = mask;
+  int64_t off = offset;
+  for (size_t i = 0; i < shape.size(); i++) {
+    if (!axes[i]) continue;
+    off += (shape[i] - 1) * st[i];
+    st[i] = -st[i];
+    if (m) (*m)[i] = {shape[i] - (*m)[i].second, shape[i] - (*m)[i].first};
+  }
+  return create(shape, st, off, m);
+}
+
+std::string View::to_string() const {
+  std::ostringstream os;
+  os << "View(shape=" << shape_str(shape) << ", strides=" << shape_str(strides) << ", offset=" << offset
+     << ", mask=";
+  if (mask) {
+    os << "(";
+    for (size_t i = 0; i < mask->size(); i++)
+      os << (i ? ", " : "") << "(" << (*mask)[i].first << ", " << (*mask)[i].second << ")";
+    os << (mask->size() == 1 ? ",)" : ")");
+  } else os << "None";
+  os << ", contiguous=" << (contiguous ? "True" : "False") << ")";
+  return os.str();
+}
+
+int64_t ShapeTracker::size() const {
+  int64_t n = 1;
+  for (auto s : shape()) n *= s;
+  return n;
+}
+
+size_t ShapeTracker::hash() const {
+  size_t h = 0xabc;
+  auto mix = [&](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  for (auto& v : views) {
+    for (auto s : v.shape) mix(s);
+    for (auto s : v.strides) mix(s);
+    mix(v.offset);
+    if (v.mask)
+      for (auto [a, b] : *v.mask) mix(a), mix(b);
+    mix(-7);
+  }
+  return h;
+}
+
+ShapeTracker ShapeTracker::reshape(const Shape& s) const {
+  ShapeTracker r = *this;
+  if (auto v = views.back().reshape(s)) r.views.back() = *v;
+  else r.views.push_back(View::create(s));
+  return r.simplify();
+}
+ShapeTracker ShapeTracker::permute(const std::vector<int64_t>& o) const {
+  ShapeTracker r = *this;
+  r.views.back() = r.views.back().permute(o);
+  return r.simplify();
+}
+ShapeTracker ShapeTracker::expand(const Shape& s) const {
+  ShapeTracker r = *this;
+  r.views.back() = r.views.back().expand(s);
+  return r;
+}
+ShapeTracker ShapeTracker::pad(const std::vector<std::pair<int64_t, int64_t>>& a) const {
+  ShapeTracker r = *this;
+  r.views.back() = r.views.back().pad(a);
+  return r;
+}
+ShapeTracker ShapeTracker::shrink(const std::vector<std::pair<int64_t, int64_t>>& a) const {
+  ShapeTracker r = *this;
+  r.views.back() = r.views.back().shrink(a);
+  return r.simplify();
+}
+ShapeTracker ShapeTracker::flip(const std::vector<bool>& a) const {
+  ShapeTracker r = *this;
+  r.views.back() = r.views.back().flip(a);
+  return r;
+}
+
+ShapeTracker ShapeTracker::apply(Ops op, const Arg& arg) const {
+  const auto& v = std::get<std::vector<int64_t>>(arg);
+  switch (op) {
+  case Ops::RESHAPE: return reshape(v);
+  case Ops::PERMUTE: return permute(v);
+  case Ops::EXPAND: return expand(v);
+  case Ops::PAD: return pad(unflatten_pairs(v));
+  case Ops::SHRINK: return shrink(unflatten_pairs(v));
+  case Ops::FLIP: return flip(std::vector<bool>(v.begin(), v.end()));
+  default: throw std::logic_error(std::string("internal error: ShapeTracker::apply of ") + name(op));
+  }
+}
+
+ShapeTracker ShapeTracker::simplify() const {
+  if (views.size() < 2) return *this;
+  const View &under = views[views.size() - 2], &top = views.back();
+  ShapeTracker r = *this;
+  // The lower view maps its flat index straight to memory: the top view alone says it all.
+  if (under.contiguous) {
+    r.views.erase(r.views.end() - 2);
+    return r.simplify();
+  }
+  // The top view is a plain reshape of the lower one.
+  if (top.contiguous) {
+    if (auto v = under.reshape(top.shape)) {
+      r.views.pop_back();
+      r.views.back() = *v;
+      return r.simplify();
+    }
+  }
+  return r;
+}
+
+namespace {
+std::pair<UOpRef, UOpRef> view_index(const View& v, const std::vector<UOpRef>& idxs) {
+  UOpRef idx = UOp::cconst(DType::Int32, static_cast<double>(v.offset));
+  UOpRef valid = UOp::cconst(DType::Bool, 1);
+  for (size_t i = 0; i < v.shape.size(); i++)
+    if (v.strides[i] != 0 && v.shape[i] != 1) idx = idx + idxs[i] * static_cast<double>(v.strides[i]);
+  if (v.mask)
+    for (size_t i = 0; i < v.shape.size(); i++) {
+      auto [lo, hi] = (*v.mask)[i];
+      if (lo >= hi) return {UOp::cconst(DType::Int32, 0), UOp::cconst(DType::Bool, 0)};
+      if (lo > 0) valid = uand(valid, alu(Ops::CMPLT, {UOp::cconst(DType::Int32, static_cast<double>(lo - 1)), idxs[i]}));
+      if (hi < v.shape[i]) valid = uand(valid, lt(idxs[i], static_cast<double>(hi)));
+    }
+  return {idx, valid};
+}
+} // namespace
+
+std::pair<UOpRef, UOpRef> ShapeTracker::to_indexed(const std::vector<UOpRef>& idxs) const {
+  auto [idx, valid] = view_index(views.back(), idxs);
+  for (size_t k = views.size() - 1; k-- > 0;) {
+    const View& v = views[k];
+    std::vector<UOpRef> sub(v.shape.size());
+    int64_t acc = 1;
+    for (size_t i = v.shape.size(); i-- > 0;) {
+      sub[i] = mod(idiv(idx, static_cast<double>(acc)), static_cast<double>(v.shape[i]));
+      acc *= v.shape[i];
+    }
+    auto [i2, v2] = view_index(v, sub);
+    idx = i2;
+    valid = uand(valid, v2);
+  }
+  return {idx, valid};
+}
+
+int64_t ShapeTracker::offset_of(const std::vector<int64_t>& idx0) const {
+  std::vector<int64_t> idx = idx0;
+  for (size_t k = views.size(); k-- > 0;) {
+    const View& v = views[k];
+    int64_t off = v.offset;
+    for (size_t i = 0; i < v.shape.size(); i++) {
+      if (v.mask && (idx[i] < (*v.mask)[i].first || idx[i] >= (*v.mask)[i].second)) return -1;
+      off += idx[i] * v.strides[i];
+    }
+    if (k == 0) return off;
+    const Shape& below = views[k - 1].shape;
+    idx.assign(below.size(), 0);
+    for (size_t i = below.size(); i-- > 0;) {
+      idx[i] = off % below[i];
+      off /= below[i];
+    }
+  }
+  return -1;
+}
+
+std::string ShapeTracker::to_string() const {
+  std::string s = "ShapeTracker(views=(";
+  for (auto& v : views) s += v.to_string() + ",";
+  return s + "))";
+}
+
+} // namespace mg

@@ -1,0 +1,175 @@
+#include "engine/symbolic.h"
+
+#include <cmath>
+#include <numeric>
+
+namespace mg {
+
+namespace {
+using P = UPat;
+const P x = P::var("x"), y = P::var("y"), c1 = P::cvar("c1"), c2 = P::cvar("c2");
+
+bool is_int_like(const UOp& u) { return !is_float(u.dtype); }
+UOpRef cst(const UOpRef& like, double v) { return UOp::cconst_like(like, v); }
+double cv(const Match& m, const char* n) { return m[n]->const_value(); }
+
+std::vector<Ops> alu_ops() {
+  std::vector<Ops> r;
+  for (int o = 0; o < num_ops; o++)
+    if (is_elementwise(static_cast<Ops>(o)) && static_cast<Ops>(o) != Ops::BITCAST) r.push_back(static_cast<Ops>(o));
+  return r;
+}
+
+// The value-preserving core.
+std::vector<std::pair<UPat, RewriteFn>> simple_rules() {
+  return {
+      // const folding: an ALU op on constants is a constant
+      {P::op(alu_ops()).where([](const UOp& u) {
+         for (auto& s : u.src)
+           if (s->op != Ops::CONST) return false;
+         return !u.src.empty();
+       }),
+       [](const Match& m) {
+         auto& u = m.root();
+         std::vector<double> v;
+         for (auto& s : u->src) v.push_back(s->const_value());
+         return UOp::cconst(u->dtype, exec_alu(u->op, u->dtype, v));
+       }},
+      {x + 0, [](const Match& m) { return m["x"]; }},                                   // x+0 -> x
+      {x * 1, [](const Match& m) { return m["x"]; }},                                   // x*1 -> x
+      {(x * 0).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }},       // x*0 -> 0
+      {x.idiv(P::cnst(1)), [](const Match& m) { return m["x"]; }},                       // x//1 -> x
+      {x.mod(P::cnst(1)).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }}, // x%1 -> 0
+      {-(-x), [](const Match& m) { return m["x"]; }},                                    // -(-x) -> x
+      {x.max(x), [](const Match& m) { return m["x"]; }},                                 // max(x,x) -> x
+      {P::op(Ops::SUB, {x, x}).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }}, // x-x -> 0
+      {P::op(Ops::CAST, {x}).where([](const UOp& u) { return u.dtype == u.src[0]->dtype; }),
+       [](const Match& m) { return m["x"]; }}, // cast to own dtype
+      {x & P::cnst(1), [](const Match& m) { return m["x"]->dtype == DType::Bool ? m["x"] : nullptr; }},
+      {x & P::cnst(0), [](const Match& m) { return m["x"]->dtype == DType::Bool ? cst(m["x"], 0) : nullptr; }},
+      {x | P::cnst(0), [](const Match& m) { return m["x"]->dtype == DType::Bool ? m["x"] : nullptr; }},
+      {x & x, [](const Match& m) { return m["x"]; }},
+      // where with a known condition, or equal branches
+      {P::op(Ops::WHERE, {P::cvar("c"), x, y}), [](const Match& m) { return cv(m, "c") != 0 ? m["x"] : m["y"]; }},
+      {P::op(Ops::WHERE, {P::var("c"), x, x}), [](const Match& m) { return m["x"]; }},
+  };
+}
+
+// Sum of terms, dropping the empty sum to a zero constant of `like`'s dtype.
+UOpRef sum_terms(const std::vector<UOpRef>& ts, const UOpRef& like) {
+  if (ts.empty()) return cst(like, 0);
+  UOpRef r = ts[0];
+  for (size_t i = 1; i < ts.size(); i++) r = r + ts[i];
+  return r;
+}
+
+// (sum of coef_i * t_i) // c and % c for x >= 0: divisible terms go to the quotient; if the
+// rest's range stays inside one multiple of c, the quotient and remainder are exact.
+UOpRef fold_divmod(const UOpRef& xu, int64_t c, bool want_div) {
+  if (c <= 0 || xu->vmin() < 0) return nullptr;
+  std::vector<UOpRef> quot, rest;
+  bool moved = false;
+  for (auto& t : split_add(xu)) {
+    if (t->op == Ops::CONST) {
+      int64_t v = static_cast<int64_t>(t->const_value());
+      if (v >= c || v < 0) {
+        int64_t q = v >= 0 ? v / c : -((-v + c - 1) / c);
+        if (q) quot.push_back(cst(t, static_cast<double>(q))), moved = true;
+        if (v - q * c) rest.push_back(cst(t, static_cast<double>(v - q * c)));
+      } else rest.push_back(t);
+    } else if (t->op == Ops::MUL && t->src[1]->op == Ops::CONST &&
+               static_cast<int64_t>(t->src[1]->const_value()) % c == 0) {
+      int64_t k = static_cast<int64_t>(t->src[1]->const_value()) / c;
+      quot.push_back(k == 1 ? t->src[0] : t->src[0] * static_cast<double>(k));
+      moved = true;
+    } else rest.push_back(t);
+  }
+  UOpRef r = sum_terms(rest, xu);
+  double qlo = std::floor(r->vmin() / c), qhi = std::floor(r->vmax() / c);
+  bool exact = qlo == qhi;
+  if (!exact) {
+    if (!moved) return nullptr;
+    // x//c = Q + r//c and x%c = r%c, valid when r >= 0
+    if (r->vmin() < 0) return nullptr;
+    if (want_div) return sum_terms(quot, xu) + idiv(r, static_cast<double>(c));
+    return mod(r, static_cast<double>(c));
+  }
+  if (want_div) {
+    if (qlo) quot.push_back(cst(xu, qlo));
+    return sum_terms(quot, xu);
+  }
+  return qlo ? r + (-qlo * c) : r;
+}
+
+std::vector<std::pair<UPat, RewriteFn>> full_rules() {
+  auto r = simple_rules();
+  std::vector<std::pair<UPat, RewriteFn>> more{
+      // a proven single value is a constant
+      {P::op(alu_ops()).where([](const UOp& u) {
+         return !is_float(u.dtype) && u.vmin() == u.vmax() && u.op != Ops::CONST;
+       }),
+       [](const Match& m) { return cst(m.root(), m.root()->vmin()); }},
+      {P::op(Ops::RANGE).where([](const UOp& u) { return u.vmax() == 0; }),
+       [](const Match& m) { return cst(m.root(), 0); }},
+      // chains: (x+c1)+c2 -> x+(c1+c2), (x*c1)*c2 -> x*(c1*c2)
+      {(x + c1) + c2, [](const Match& m) { return m["x"] + (cv(m, "c1") + cv(m, "c2")); }},
+      {(x * c1) * c2, [](const Match& m) { return m["x"] * (cv(m, "c1") * cv(m, "c2")); }},
+      // constants to the right: c+x -> x+c (commuted patterns match either order; this fixes the print order)
+      {P::op(Ops::ADD, {P::cvar("c"), x}).where([](const UOp& u) { return u.src[0]->op == Ops::CONST; }),
+       [](const Match& m) { return m["x"] + m["c"]; }},
+      {P::op(Ops::MUL, {P::cvar("c"), x}).where([](const UOp& u) { return u.src[0]->op == Ops::CONST; }),
+       [](const Match& m) { return m["x"] * m["c"]; }},
+      // move constants out of sums: (x+c)+y -> (x+y)+c
+      {((x + c1) + y).where(is_int_like),
+       [](const Match& m) { return m["y"]->op == Ops::CONST ? nullptr : (m["x"] + m["y"]) + m["c1"]; }},
+      // x+x -> x*2, x*c1+x*c2 -> x*(c1+c2), x*c+x -> x*(c+1)
+      {(x + x).where(is_int_like), [](const Match& m) { return m["x"] * 2; }},
+      {((x * c1) + (x * c2)).where(is_int_like), [](const Match& m) { return m["x"] * (cv(m, "c1") + cv(m, "c2")); }},
+      {((x * c1) + x).where(is_int_like), [](const Match& m) { return m["x"] * (cv(m, "c1") + 1); }},
+      // distribute over constant offsets: (x+c1)*c2 -> x*c2 + c1*c2 (helps div/mod folding)
+      {((x + c1) * c2).where(is_int_like), [](const Match& m) { return m["x"] * m["c2"] + cv(m, "c1") * cv(m, "c2"); }},
+      // div and mod from ranges
+      {x.idiv(c1).where(is_int_like),
+       [](const Match& m) { return fold_divmod(m["x"], static_cast<int64_t>(cv(m, "c1")), true); }},
+      {x.mod(c1).where(is_int_like),
+       [](const Match& m) { return fold_divmod(m["x"], static_cast<int64_t>(cv(m, "c1")), false); }},
+      // (x//c1)//c2 -> x//(c1*c2) for x >= 0
+      {x.idiv(c1).idiv(c2).where(is_int_like),
+       [](const Match& m) {
+         if (m["x"]->vmin() < 0 || cv(m, "c1") <= 0 || cv(m, "c2") <= 0) return UOpRef();
+         return idiv(m["x"], cv(m, "c1") * cv(m, "c2"));
+       }},
+      // compares: x*c1 < c2 -> x < ceil(c2/c1) for c1 > 0; x+c1 < c2 -> x < c2-c1
+      {(x * c1).lt(c2).where([](const UOp& u) { return is_int_like(*u.src[0]); }),
+       [](const Match& m) {
+         double a = cv(m, "c1"), b = cv(m, "c2");
+         if (a <= 0) return UOpRef();
+         return lt(m["x"], std::ceil(b / a));
+       }},
+      {(x + c1).lt(c2).where([](const UOp& u) { return is_int_like(*u.src[0]); }),
+       [](const Match& m) { return lt(m["x"], cv(m, "c2") - cv(m, "c1")); }},
+      {x.lt(x).where([](const UOp& u) { return is_int_like(*u.src[0]); }),
+       [](const Match& m) { return UOp::cconst(DType::Bool, 0); }},
+  };
+  r.insert(r.end(), more.begin(), more.end());
+  return r;
+}
+} // namespace
+
+std::vector<UOpRef> split_add(const UOpRef& x) {
+  if (x->op != Ops::ADD) return {x};
+  auto a = split_add(x->src[0]), b = split_add(x->src[1]);
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const PatternMatcher& symbolic_simple() {
+  static const PatternMatcher pm(simple_rules());
+  return pm;
+}
+const PatternMatcher& symbolic() {
+  static const PatternMatcher pm(full_rules());
+  return pm;
+}
+
+} // namespace mg

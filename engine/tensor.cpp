@@ -1,0 +1,301 @@
+// Tensor creation, realizing and reading back.
+#include "engine/tensor.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/device.h"
+#include "engine/realize.h"
+#include "engine/schedule.h"
+#include "engine/settings.h"
+#include "engine/shapetracker.h"
+
+namespace mg {
+
+GlobalCounters& global_counters() {
+  static GlobalCounters g;
+  return g;
+}
+
+namespace {
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+
+int64_t prod(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d < 0) fail("negative dimension in shape " + shape_str(s));
+    n *= d;
+  }
+  return n;
+}
+
+// Writes v as dtype d at p.
+void store_as(DType d, void* p, double v) {
+  switch (d) {
+  case DType::Bool: *static_cast<bool*>(p) = v != 0; break;
+  case DType::Int8: *static_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
+  case DType::UInt8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); break;
+  case DType::Int16: *static_cast<int16_t*>(p) = static_cast<int16_t>(v); break;
+  case DType::UInt16: *static_cast<uint16_t*>(p) = static_cast<uint16_t>(v); break;
+  case DType::Int32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
+  case DType::UInt32: *static_cast<uint32_t*>(p) = static_cast<uint32_t>(v); break;
+  case DType::Int64: *static_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
+  case DType::UInt64: *static_cast<uint64_t*>(p) = static_cast<uint64_t>(v); break;
+  case DType::Float16: *static_cast<_Float16*>(p) = static_cast<_Float16>(v); break;
+  case DType::BFloat16: {
+    float f = static_cast<float>(v);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fff + ((u >> 16) & 1); // round to nearest even
+    uint16_t h = static_cast<uint16_t>(u >> 16);
+    std::memcpy(p, &h, 2);
+    break;
+  }
+  case DType::Float32: *static_cast<float*>(p) = static_cast<float>(v); break;
+  case DType::Float64: *static_cast<double*>(p) = v; break;
+  default: throw std::logic_error("internal error: store_as void");
+  }
+}
+
+double load_as(DType d, const void* p) {
+  switch (d) {
+  case DType::Bool: return *static_cast<const bool*>(p);
+  case DType::Int8: return *static_cast<const int8_t*>(p);
+  case DType::UInt8: return *static_cast<const uint8_t*>(p);
+  case DType::Int16: return *static_cast<const int16_t*>(p);
+  case DType::UInt16: return *static_cast<const uint16_t*>(p);
+  case DType::Int32: return *static_cast<const int32_t*>(p);
+  case DType::UInt32: return *static_cast<const uint32_t*>(p);
+  case DType::Int64: return static_cast<double>(*static_cast<const int64_t*>(p));
+  case DType::UInt64: return static_cast<double>(*static_cast<const uint64_t*>(p));
+  case DType::Float16: return static_cast<double>(*static_cast<const _Float16*>(p));
+  case DType::BFloat16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  case DType::Float32: return *static_cast<const float*>(p);
+  case DType::Float64: return *static_cast<const double*>(p);
+  default: throw std::logic_error("internal error: load_as void");
+  }
+}
+
+Tensor buffer_tensor(std::shared_ptr<Buffer> b, const Shape& shape) {
+  DType d = b->dtype;
+  Tensor t(UOp::make(Ops::BUFFER, d, {}, std::move(b)));
+  return t.reshape(shape);
+}
+
+// Counter-based generator (splitmix64 of seed and counter): any element is reproducible alone.
+uint64_t rng_seed = 0, rng_counter = 0;
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+double uniform01() { // 24 random bits: exactly representable in float32, in [0, 1)
+  uint64_t r = splitmix(splitmix(rng_seed) ^ rng_counter++);
+  return static_cast<double>(r >> 40) / static_cast<double>(1ULL << 24);
+}
+} // namespace
+
+std::string Tensor::device() const {
+  for (const UOp* u : toposort(uop.get()))
+    if (u->op == Ops::BUFFER) return u->buffer()->device;
+  return default_device();
+}
+
+Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DType dtype, const std::string& device) {
+  int64_t n = prod(shape);
+  if (static_cast<int64_t>(data.size()) != n)
+    fail("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) + " needs " +
+         std::to_string(n));
+  if (dtype == DType::Void) fail("cannot make a tensor of dtype void");
+  auto b = std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
+  std::vector<unsigned char> bytes(b->nbytes());
+  for (int64_t i = 0; i < n; i++) store_as(dtype, bytes.data() + i * itemsize(dtype), data[i]);
+  b->copyin(bytes.data());
+  return buffer_tensor(std::move(b), shape);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, const std::string& device) {
+  int64_t n = prod(shape);
+  return buffer_tensor(std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, n), shape);
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, const std::string&) {
+  prod(shape);
+  Tensor c(UOp::cconst(dtype, value));
+  if (shape.empty()) return c;
+  return c.reshape(Shape(shape.size(), 1)).expand(shape);
+}
+
+Tensor Tensor::arange(double start, double stop, double step, std::optional<DType> dtype) {
+  if (step == 0) fail("arange step cannot be 0");
+  DType d = dtype.value_or(std::floor(start) == start && std::floor(stop) == stop && std::floor(step) == step
+                               ? default_int
+                               : default_float);
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  if (n == 0) return Tensor::empty({0}, d);
+  // values = cumsum of [step]*n, shifted: composed from full + cumsum, as tinygrad does
+  Tensor s = full({n}, step, d).cumsum(0).cast(d);
+  return s.add(from_scalar({start - step, is_float(d) ? DType::Float32 : DType::Int32}, s));
+}
+
+Tensor Tensor::eye(int64_t n, DType dtype) {
+  if (n < 0) fail("eye size must be >= 0");
+  if (n == 0) return Tensor::empty({0, 0}, dtype);
+  // ones in column 0 of an (n, n+1) grid, flattened: every (n+1)-th element is 1
+  return full({n, 1}, 1, dtype).pad({{0, 0}, {0, n}}).flatten().shrink({{0, n * n}}).reshape({n, n});
+}
+
+void Tensor::manual_seed(uint64_t seed) {
+  rng_seed = seed;
+  rng_counter = 0;
+}
+
+Tensor Tensor::rand(const Shape& shape, DType dtype) {
+  int64_t n = prod(shape);
+  std::vector<double> v(n);
+  for (auto& x : v) x = uniform01();
+  return from_data(v, shape, is_float(dtype) ? dtype : default_float).cast(dtype);
+}
+
+Tensor Tensor::randn(const Shape& shape, DType dtype) {
+  int64_t n = prod(shape);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; i += 2) { // Box-Muller, two normals per pair of uniforms
+    double u1 = 1.0 - uniform01(), u2 = uniform01();
+    double r = std::sqrt(-2.0 * std::log(u1));
+    v[i] = r * std::cos(2 * M_PI * u2);
+    if (i + 1 < n) v[i + 1] = r * std::sin(2 * M_PI * u2);
+  }
+  return from_data(v, shape, is_float(dtype) ? dtype : default_float).cast(dtype);
+}
+
+Tensor Tensor::contiguous() const {
+  Tensor r(resolve_realized(uop));
+  if (r.uop->op == Ops::BUFFER || (r.uop->op == Ops::RESHAPE && r.uop->src[0]->op == Ops::BUFFER)) return r;
+  return Tensor(UOp::make(Ops::CONTIGUOUS, dtype(), {uop}));
+}
+
+// ---------------------------------------------------------------- running
+
+void Tensor::realize_all(const std::vector<Tensor*>& ts) {
+  std::vector<UOpRef> outs;
+  for (auto* t : ts) outs.push_back(t->uop);
+  int dbg = settings().debug;
+  if (dbg >= 4)
+    for (auto& u : outs) std::printf("--- tensor graph\n%s", print_tree(u).c_str());
+  auto t0 = std::chrono::steady_clock::now();
+  auto items = create_schedule(outs);
+  auto runs = run_schedule(items);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (auto* t : ts) t->uop = resolve_realized(t->uop);
+  if (dbg >= 1 && !runs.empty()) {
+    double kt = 0;
+    for (auto& r : runs) kt += r.seconds;
+    std::printf("*** realize: %zu kernel%s, %.3f ms in kernels, %.3f ms total\n", runs.size(),
+                runs.size() == 1 ? "" : "s", kt * 1e3, ms);
+  }
+  std::fflush(stdout);
+}
+
+Tensor& Tensor::realize() {
+  realize_all({this});
+  return *this;
+}
+
+std::vector<ScheduleItem> Tensor::schedule() const { return preview_schedule({uop}); }
+
+std::vector<double> Tensor::data() {
+  realize();
+  std::vector<double> out(numel());
+  if (out.empty()) return out;
+  // After realize the graph is a view of one buffer: read through its ShapeTracker.
+  std::vector<const UOp*> chain;
+  const UOp* u = uop.get();
+  while (is_movement(u->op)) chain.push_back(u), u = u->src[0].get();
+  if (u->op == Ops::CONST) {
+    std::fill(out.begin(), out.end(), u->const_value());
+    return out;
+  }
+  if (u->op != Ops::BUFFER) throw std::logic_error("internal error: realized tensor is not a buffer view");
+  ShapeTracker st = ShapeTracker::contiguous(u->shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) st = st.apply((*it)->op, (*it)->arg);
+  Buffer& b = *u->buffer();
+  std::vector<unsigned char> bytes(b.nbytes());
+  b.copyout(bytes.data());
+  std::vector<int64_t> idx(ndim(), 0);
+  for (int64_t i = 0; i < numel(); i++) {
+    int64_t off = st.offset_of(idx);
+    out[i] = off < 0 ? 0 : load_as(b.dtype, bytes.data() + off * itemsize(b.dtype));
+    for (int64_t d = ndim() - 1; d >= 0; d--) {
+      if (++idx[d] < shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+double Tensor::item() {
+  if (numel() != 1) fail("item() needs a tensor with one element, got shape " + shape_str(shape()));
+  return data()[0];
+}
+
+namespace {
+std::string fmt_value(double v, DType d) {
+  char buf[64];
+  if (d == DType::Bool) return v != 0 ? "true" : "false";
+  if (!is_float(d)) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e16) std::snprintf(buf, sizeof buf, "%.0f.", v);
+  else std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& s, size_t dim, int64_t off,
+             DType d, bool elide, int indent) {
+  if (dim == s.size()) {
+    os << fmt_value(v[off], d);
+    return;
+  }
+  int64_t stride = 1;
+  for (size_t i = dim + 1; i < s.size(); i++) stride *= s[i];
+  os << "[";
+  int64_t n = s[dim];
+  for (int64_t i = 0; i < n; i++) {
+    if (elide && n > 6 && i == 3) {
+      os << (dim + 1 == s.size() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      i = n - 3;
+    }
+    fmt_rec(os, v, s, dim + 1, off + i * stride, d, elide, indent + 1);
+    if (i + 1 < n) os << (dim + 1 == s.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
+  }
+  os << "]";
+}
+} // namespace
+
+std::string Tensor::to_string() {
+  std::vector<double> v = data();
+  std::ostringstream os;
+  os << "Tensor(";
+  if (ndim() == 0) os << fmt_value(v[0], dtype());
+  else fmt_rec(os, v, shape(), 0, 0, dtype(), numel() > 1000, 7);
+  os << ", shape=" << shape_str(shape()) << ", dtype=" << name(dtype()) << ", device=" << device() << ")";
+  return os.str();
+}
+
+} // namespace mg

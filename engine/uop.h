@@ -1,0 +1,105 @@
+// UOp: the one immutable, hash-consed IR node. Equal parts give the same object,
+// so graph equality is pointer equality and caches key on pointers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/ops.h"
+
+namespace mg {
+
+struct UOp;
+struct ShapeTracker;
+struct Buffer;
+using UOpRef = std::shared_ptr<const UOp>;
+using Shape = std::vector<int64_t>;
+
+struct ReduceArg {
+  Ops op; // ADD or MAX
+  std::vector<int64_t> axes;
+  bool operator==(const ReduceArg&) const = default;
+};
+
+using Arg = std::variant<std::monostate, int64_t, double, std::vector<int64_t>, ReduceArg, std::string,
+                         std::shared_ptr<const ShapeTracker>, std::shared_ptr<Buffer>>;
+
+struct UOp {
+  Ops op;
+  DType dtype;
+  std::vector<UOpRef> src;
+  Arg arg;
+  // Derived from the parts above (not part of identity).
+  size_t hash;
+  bool has_shape = false;
+  Shape shape; // tensor-level ops only
+
+  // Cache filled by realize: the buffer view this graph node was computed into.
+  mutable UOpRef realized;
+
+  static UOpRef make(Ops op, DType dtype, std::vector<UOpRef> src = {}, Arg arg = {});
+  static UOpRef cconst(DType dtype, double v);         // CONST, value stored as the dtype wants
+  static UOpRef cconst_like(const UOpRef& x, double v); // CONST with x's dtype
+  ~UOp();
+
+  // Accessors for args.
+  int64_t iarg() const { return std::get<int64_t>(arg); }
+  const std::vector<int64_t>& varg() const { return std::get<std::vector<int64_t>>(arg); }
+  const ReduceArg& rarg() const { return std::get<ReduceArg>(arg); }
+  const ShapeTracker& st() const { return *std::get<std::shared_ptr<const ShapeTracker>>(arg); }
+  const std::shared_ptr<Buffer>& buffer() const { return std::get<std::shared_ptr<Buffer>>(arg); }
+  double const_value() const; // for CONST
+  int64_t numel() const;
+
+  // Proven value range (integers and bools exact; floats unbounded unless constant).
+  double vmin() const;
+  double vmax() const;
+
+  std::string arg_string() const;
+
+  // Rebuild with other parts.
+  UOpRef replace_src(std::vector<UOpRef> s) const;
+
+  UOp(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg, size_t hash);
+  UOp(const UOp&) = delete;
+  UOp& operator=(const UOp&) = delete;
+
+private:
+  mutable std::optional<std::pair<double, double>> range_;
+};
+
+size_t hash_arg(const Arg& a);
+bool arg_equal(const Arg& a, const Arg& b);
+std::string shape_str(const Shape& s);
+
+// Post-order (sources first) list of every node reachable from root.
+std::vector<const UOp*> toposort(const UOp* root);
+// Indented tree; a node with several parents is printed once and named (%N) after.
+std::string print_tree(const UOpRef& root);
+// Number of UOps alive (hash-consing table size).
+size_t live_uops();
+
+// Alu on constants: the value `op` produces for these inputs in dtype `dt`.
+double exec_alu(Ops op, DType dt, const std::vector<double>& v);
+// Wraps/truncates a value into what dtype `dt` can hold.
+double truncate_to(DType dt, double v);
+
+} // namespace mg
+
+namespace mg {
+// Builders for ALU nodes (dtype from the first source; comparisons give bool).
+UOpRef alu(Ops op, std::vector<UOpRef> src);
+inline UOpRef operator+(const UOpRef& a, const UOpRef& b) { return alu(Ops::ADD, {a, b}); }
+inline UOpRef operator*(const UOpRef& a, const UOpRef& b) { return alu(Ops::MUL, {a, b}); }
+inline UOpRef operator+(const UOpRef& a, double c) { return a + UOp::cconst_like(a, c); }
+inline UOpRef operator*(const UOpRef& a, double c) { return a * UOp::cconst_like(a, c); }
+inline UOpRef idiv(const UOpRef& a, double c) { return alu(Ops::IDIV, {a, UOp::cconst_like(a, c)}); }
+inline UOpRef mod(const UOpRef& a, double c) { return alu(Ops::MOD, {a, UOp::cconst_like(a, c)}); }
+inline UOpRef lt(const UOpRef& a, double c) { return alu(Ops::CMPLT, {a, UOp::cconst_like(a, c)}); }
+UOpRef uand(const UOpRef& a, const UOpRef& b);
+UOpRef cast(const UOpRef& a, DType d);
+} // namespace mg
