@@ -98,7 +98,9 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   c->info.src = d.render(k.name, k.linear);
   estimate(k, c->info, item);
   if (dbg >= 3) std::printf("%s", c->info.src.c_str());
+  int before = d.compile_count();
   c->program = d.compile(k.name, c->info.src);
+  global_counters().kernels_compiled += d.compile_count() - before;
   return *(per_dev[item.ast.get()] = std::move(c));
 }
 

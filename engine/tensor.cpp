@@ -196,6 +196,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   if (dbg >= 4)
     for (auto& u : outs) std::printf("--- tensor graph\n%s", print_tree(u).c_str());
   auto t0 = std::chrono::steady_clock::now();
+  int64_t compiled0 = global_counters().kernels_compiled;
   auto items = create_schedule(outs);
   auto runs = run_schedule(items);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -203,8 +204,9 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   if (dbg >= 1 && !runs.empty()) {
     double kt = 0;
     for (auto& r : runs) kt += r.seconds;
-    std::printf("*** realize: %zu kernel%s, %.3f ms in kernels, %.3f ms total\n", runs.size(),
-                runs.size() == 1 ? "" : "s", kt * 1e3, ms);
+    std::printf("*** realize: %zu kernel%s (%lld compiled), %.3f ms in kernels, %.3f ms total\n", runs.size(),
+                runs.size() == 1 ? "" : "s", static_cast<long long>(global_counters().kernels_compiled - compiled0),
+                kt * 1e3, ms);
   }
   std::fflush(stdout);
 }

@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "engine/dtype.h"
+#include "engine/schedule.h"
 #include "engine/uop.h"
 
 namespace mg {
 
-struct ScheduleItem;
+
 
 // A Lua/Python number or boolean about to meet a tensor: its kind decides the result dtype
 // (an int scalar takes the tensor's dtype, a float scalar makes an int tensor float).
@@ -150,6 +151,7 @@ struct GlobalCounters {
   double time_sum_s = 0;
   int64_t global_ops = 0;
   int64_t global_mem = 0;
+  int64_t kernels_compiled = 0; // compiler runs (a kernel found in the on-disk cache is not one)
 };
 GlobalCounters& global_counters();
 

@@ -155,8 +155,17 @@ Tensor Tensor::reduce(Ops op, Axes axes, bool keepdim) const {
     for (auto a : *axes) ax.push_back(resolve_axis(a));
   std::sort(ax.begin(), ax.end());
   if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) fail("repeated axis in reduce: " + axes_str(*axes));
-  for (auto a : ax)
-    if (shape()[a] == 0) fail("cannot reduce over axis " + std::to_string(a) + " of size 0 in shape " + shape_str(shape()));
+  Shape kept = shape();
+  bool empty = false;
+  for (auto a : ax) empty |= kept[a] == 0, kept[a] = 1;
+  if (empty) { // a reduction over nothing is its identity, as in tinygrad
+    Tensor r = Tensor::full(kept, op == Ops::ADD ? 0 : dtype_min(dtype()), dtype());
+    if (keepdim) return r;
+    Shape s;
+    for (int64_t i = 0; i < ndim(); i++)
+      if (std::find(ax.begin(), ax.end(), i) == ax.end()) s.push_back(shape()[i]);
+    return r.reshape(s);
+  }
   Tensor r = ax.empty() ? *this : Tensor(UOp::make(Ops::REDUCE_AXIS, dtype(), {uop}, ReduceArg{op, ax}));
   if (keepdim) return r;
   Shape s;
@@ -363,6 +372,9 @@ Tensor Tensor::unsqueeze(int64_t axis) const {
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (ndim() == 0) return reshape({1});
   start = resolve_axis(start), end = resolve_axis(end);
+  if (start > end)
+    fail("flatten: start axis " + std::to_string(start) + " is after end axis " + std::to_string(end) + " for shape " +
+         shape_str(shape()));
   Shape s(shape().begin(), shape().begin() + start);
   int64_t p = 1;
   for (int64_t i = start; i <= end; i++) p *= shape()[i];
@@ -412,7 +424,7 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
   t = t.shrink(sh).flip(flips);
   // strides > 1: pad each such dim to a multiple of the step, split it, keep index 0 of the split
   for (int64_t d = 0; d < ndim(); d++) {
-    if (steps[d] == 1 || idx.size() > static_cast<size_t>(d) && idx[d].is_index) continue;
+    if (steps[d] == 1 || (idx.size() > static_cast<size_t>(d) && idx[d].is_index)) continue;
     int64_t n = t.shape()[d], k = steps[d], m = (n + k - 1) / k;
     std::vector<std::pair<int64_t, int64_t>> p(t.ndim(), {0, 0});
     p[d] = {0, m * k - n};

@@ -41,7 +41,7 @@ std::string fcall(const char* f, DType d, const std::vector<std::string>& a) {
 }
 
 std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
-  DType d = u.dtype, sd = u.src.empty() ? d : u.src[0]->dtype;
+  DType d = u.dtype;
   auto bin = [&](const char* op) { return "(" + a[0] + op + a[1] + ")"; };
   switch (u.op) {
   case Ops::NEG: return "(-" + a[0] + ")";
@@ -57,8 +57,19 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
   case Ops::ADD: return bin("+");
   case Ops::SUB: return bin("-");
   case Ops::MUL: return bin("*");
-  case Ops::IDIV: return bin("/");
-  case Ops::MOD: return is_float(d) ? fcall("fmod", d, a) : bin("%");
+  case Ops::IDIV:
+  case Ops::MOD: {
+    if (is_float(d)) return u.op == Ops::MOD ? fcall("fmod", d, a) : bin("/");
+    // integer x/0 traps (SIGFPE) in C: give 0 instead, unless the divisor is a known non-zero
+    const UOp& b = *u.src[1];
+    bool safe = b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1;
+    std::string e = bin(u.op == Ops::IDIV ? "/" : "%");
+    if (safe) return e;
+    if (is_unsigned(d)) return "(" + a[1] + "==0?0:" + e + ")";
+    // x/-1 is -x, and INT_MIN/-1 traps too
+    std::string special = u.op == Ops::IDIV ? "(" + a[1] + "==0?0:-" + a[0] + ")" : "0";
+    return "((" + a[1] + "==0||" + a[1] + "==-1)?" + special + ":" + e + ")";
+  }
   case Ops::MAX: return "((" + a[0] + ">" + a[1] + ")?" + a[0] + ":" + a[1] + ")";
   case Ops::CMPLT: return bin("<");
   case Ops::CMPNE: return bin("!=");
@@ -70,7 +81,6 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
   case Ops::WHERE: return "(" + a[0] + "?" + a[1] + ":" + a[2] + ")";
   default: break;
   }
-  (void)sd;
   throw std::runtime_error(std::string("the C renderer does not support ") + name(u.op) + " yet");
 }
 

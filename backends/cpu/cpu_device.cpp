@@ -92,8 +92,12 @@ public:
     return p;
   }
   void free(void* p, size_t) override { std::free(p); }
-  void copyin(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copyout(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copyin(void* dst, const void* src, size_t n) override {
+    if (n) std::memcpy(dst, src, n);
+  }
+  void copyout(void* dst, const void* src, size_t n) override {
+    if (n) std::memcpy(dst, src, n);
+  }
   std::string render(const std::string& fn, const std::vector<UOpRef>& linear) override { return render_c(fn, linear); }
   int compile_count() const override { return compiles_; }
 

@@ -1,0 +1,509 @@
+// The Lua state: shared binding helpers, the small globals (dtypes, GlobalCounters, Context,
+// Device, setdebug) and running chunks with clear error messages.
+#include "interp/lua_state.h"
+
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+
+#include "engine/device.h"
+#include "engine/settings.h"
+
+namespace mg::lua {
+
+// ---------------------------------------------------------------- bound functions
+
+namespace {
+// Runs the Binding in upvalue 1. The std::exception is caught and its message copied; the Lua
+// error is raised only after the handler is left (Lua errors are C++ exceptions in lua5.4-c++).
+int trampoline(lua_State* L) {
+  const auto* b = static_cast<const Binding*>(lua_touserdata(L, lua_upvalueindex(1)));
+  std::string err;
+  try {
+    return b->fn(L);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  return luaL_error(L, "%s: %s", b->name, err.c_str());
+}
+} // namespace
+
+void push_binding(lua_State* L, const Binding& b, int nup) {
+  lua_pushlightuserdata(L, const_cast<Binding*>(&b));
+  if (nup > 0) lua_rotate(L, -(nup + 1), 1); // the Binding goes below the extra upvalues
+  lua_pushcclosure(L, trampoline, nup + 1);
+}
+
+const char* current_name(lua_State* L) {
+  // The fn runs as a plain C call inside the trampoline, so upvalue 1 is still the Binding.
+  const auto* b = static_cast<const Binding*>(lua_touserdata(L, lua_upvalueindex(1)));
+  return b ? b->name : "?";
+}
+
+void set_bindings(lua_State* L, int idx, std::span<const Binding> bs) {
+  idx = lua_absindex(L, idx);
+  for (const Binding& b : bs) {
+    // Field names are the part after the last '.' or ':' ("Tensor.zeros" -> "zeros").
+    const char* field = b.name;
+    for (const char* p = b.name; *p; p++)
+      if (*p == '.' || *p == ':') field = p + 1;
+    push_binding(L, b);
+    lua_setfield(L, idx, field);
+  }
+}
+
+// ---------------------------------------------------------------- argument helpers
+
+bool is_kwargs(lua_State* L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return false;
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    bool str = lua_type(L, -2) == LUA_TSTRING;
+    lua_pop(L, 1);
+    if (str) {
+      lua_pop(L, 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+void normalize_args(lua_State* L, int first, std::span<const char* const> names, const char* fname) {
+  int top = lua_gettop(L);
+  int kw = (top >= first && is_kwargs(L, top)) ? top : 0;
+  int npos = (kw ? top - 1 : top) - first + 1;
+  if (npos < 0) npos = 0;
+  int n = static_cast<int>(names.size());
+  if (npos > n) {
+    std::string params;
+    for (int i = 0; i < n; i++)
+      params += std::string(i ? ", " : "") + names[i];
+    luaL_error(L, "%s: too many arguments (%d given, expected at most %d: %s)", fname, npos, n,
+               params.c_str());
+  }
+  if (kw) { // unknown keywords are typos: say so instead of ignoring them
+    lua_pushnil(L);
+    while (lua_next(L, kw)) {
+      lua_pop(L, 1);
+      const char* k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : nullptr;
+      bool known = false;
+      for (int i = 0; k && i < n; i++)
+        known |= std::strcmp(k, names[i]) == 0;
+      if (!known) {
+        std::string expected;
+        for (int i = 0; i < n; i++)
+          expected += std::string(i ? ", " : "") + names[i];
+        luaL_error(L, "%s: unknown keyword '%s' (expected: %s)", fname, k ? k : "?", expected.c_str());
+      }
+    }
+  }
+  luaL_checkstack(L, n, "too many arguments");
+  for (int i = 0; i < n; i++) {
+    bool has_kw = false;
+    if (kw) {
+      lua_getfield(L, kw, names[i]);
+      has_kw = !lua_isnil(L, -1);
+      if (i >= npos) continue; // the keyword value (or nil) is the parameter
+      lua_pop(L, 1);
+    }
+    if (i < npos) {
+      if (has_kw) luaL_error(L, "%s: '%s' given both by position and by keyword", fname, names[i]);
+      lua_pushvalue(L, first + i);
+    } else {
+      lua_pushnil(L);
+    }
+  }
+  // Move the n new values down to `first` and drop the originals.
+  lua_rotate(L, first, n);
+  lua_settop(L, first + n - 1);
+}
+
+lua_Integer max_index(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_Integer m = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (lua_isinteger(L, -1)) m = std::max(m, lua_tointeger(L, -1));
+  }
+  return m;
+}
+
+std::vector<int64_t> int_list(lua_State* L, int idx, const char* what) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_Integer n = max_index(L, idx);
+  std::vector<int64_t> out;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, idx, i);
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (!ok) luaL_error(L, "%s: entry %d is %s, expected an integer", what, (int)i, luaL_typename(L, -1));
+    out.push_back(v);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+std::vector<int64_t> int_list_args(lua_State* L, int first, const char* what) {
+  int top = lua_gettop(L);
+  if (top == first && lua_type(L, first) == LUA_TTABLE) return int_list(L, first, what);
+  std::vector<int64_t> out;
+  for (int i = first; i <= top; i++) {
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, i, &ok);
+    if (!ok)
+      luaL_error(L, "%s: argument %d is %s, expected an integer", what, i - first + 1, luaL_typename(L, i));
+    out.push_back(v);
+  }
+  return out;
+}
+
+void push_int_list(lua_State* L, const std::vector<int64_t>& v) {
+  lua_createtable(L, static_cast<int>(v.size()), 0);
+  for (size_t i = 0; i < v.size(); i++) {
+    lua_pushinteger(L, v[i]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
+DType check_dtype(lua_State* L, int idx) {
+  std::string s = luaL_checkstring(L, idx);
+  if (s.rfind("dtypes.", 0) == 0) s = s.substr(7);
+  return dtype_from_name(s); // throws invalid_argument naming the bad dtype
+}
+
+// ---------------------------------------------------------------- globals
+
+namespace {
+constexpr DType kAllDtypes[] = {
+#define X(n, s, c, sz, p) DType::n,
+    MG_DTYPES(X)
+#undef X
+};
+
+int dtypes_index(lua_State* L) { // dtypes.<typo> is an error, not a silent nil
+  return luaL_error(L, "unknown dtype 'dtypes.%s'", luaL_tolstring(L, 2, nullptr));
+}
+int dtypes_itemsize(lua_State* L) {
+  lua_pushinteger(L, itemsize(check_dtype(L, 1)));
+  return 1;
+}
+int dtypes_is_float(lua_State* L) {
+  lua_pushboolean(L, is_float(check_dtype(L, 1)));
+  return 1;
+}
+int dtypes_is_int(lua_State* L) {
+  lua_pushboolean(L, is_int(check_dtype(L, 1)));
+  return 1;
+}
+const Binding kDtypeFns[] = {{"dtypes.itemsize", dtypes_itemsize},
+                             {"dtypes.is_float", dtypes_is_float},
+                             {"dtypes.is_int", dtypes_is_int}};
+
+void open_dtypes(lua_State* L) {
+  lua_newtable(L);
+  for (DType d : kAllDtypes) {
+    if (d == DType::Void) continue;
+    lua_pushstring(L, name(d));
+    lua_setfield(L, -2, name(d));
+  }
+  const char* aliases[] = {"float", "half",  "double", "int",  "long", "char",
+                           "uchar", "short", "ushort", "uint", "ulong"};
+  for (const char* a : aliases) {
+    lua_pushstring(L, name(dtype_from_name(a)));
+    lua_setfield(L, -2, a);
+  }
+  lua_pushstring(L, name(default_float));
+  lua_setfield(L, -2, "default_float");
+  lua_pushstring(L, name(default_int));
+  lua_setfield(L, -2, "default_int");
+  set_bindings(L, -1, kDtypeFns);
+  lua_newtable(L);
+  lua_pushcfunction(L, dtypes_index);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  lua_setglobal(L, "dtypes");
+}
+
+// GlobalCounters fields are read live from the engine on each access.
+struct CounterField {
+  const char* name;
+  bool is_int;
+  int64_t GlobalCounters::*i;
+  double GlobalCounters::*d;
+};
+const CounterField kCounters[] = {
+    {"kernel_count", true, &GlobalCounters::kernel_count, nullptr},
+    {"mem_used", true, &GlobalCounters::mem_used, nullptr},
+    {"global_ops", true, &GlobalCounters::global_ops, nullptr},
+    {"global_mem", true, &GlobalCounters::global_mem, nullptr},
+    {"time_sum_s", false, nullptr, &GlobalCounters::time_sum_s},
+};
+const CounterField* find_counter(lua_State* L, int idx) {
+  const char* k = luaL_checkstring(L, idx);
+  for (const auto& f : kCounters)
+    if (std::strcmp(f.name, k) == 0) return &f;
+  luaL_error(
+      L, "GlobalCounters has no field '%s' (kernel_count, mem_used, global_ops, global_mem, time_sum_s)", k);
+  return nullptr;
+}
+int counters_index(lua_State* L) {
+  const CounterField* f = find_counter(L, 2);
+  auto& gc = global_counters();
+  if (f->is_int)
+    lua_pushinteger(L, gc.*(f->i));
+  else
+    lua_pushnumber(L, gc.*(f->d));
+  return 1;
+}
+int counters_newindex(lua_State* L) {
+  const CounterField* f = find_counter(L, 2);
+  auto& gc = global_counters();
+  if (f->is_int)
+    gc.*(f->i) = luaL_checkinteger(L, 3);
+  else
+    gc.*(f->d) = luaL_checknumber(L, 3);
+  return 0;
+}
+int counters_reset(lua_State* L) {
+  global_counters() = GlobalCounters{};
+  return 0;
+}
+const Binding kCounterFns[] = {{"GlobalCounters.reset", counters_reset}};
+const Binding kCounterIndex{"GlobalCounters", counters_index};
+const Binding kCounterNewindex{"GlobalCounters", counters_newindex};
+
+// A metatable with __index / __newindex bindings for the table on top of the stack.
+void set_accessors(lua_State* L, const Binding& index, const Binding& newindex) {
+  lua_newtable(L);
+  push_binding(L, index);
+  lua_setfield(L, -2, "__index");
+  push_binding(L, newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_setmetatable(L, -2);
+}
+
+void open_counters(lua_State* L) {
+  lua_newtable(L);
+  set_bindings(L, -1, kCounterFns);
+  set_accessors(L, kCounterIndex, kCounterNewindex);
+  lua_setglobal(L, "GlobalCounters");
+}
+
+// Context({DEBUG=3, BEAM=2, NOOPT=1, DEV="CPU"}, fn): settings for the duration of fn only.
+int setting_int(lua_State* L, const char* key, int v) {
+  if (lua_isboolean(L, v)) return lua_toboolean(L, v);
+  int ok = 0;
+  lua_Integer i = lua_tointegerx(L, v, &ok);
+  if (!ok) luaL_error(L, "Context: %s must be an integer, got %s", key, luaL_typename(L, v));
+  return static_cast<int>(i);
+}
+
+void apply_setting(lua_State* L, Settings& s, const char* key, int v) {
+  std::string k = key;
+  if (k == "DEBUG")
+    s.debug = setting_int(L, key, v);
+  else if (k == "BEAM")
+    s.beam = setting_int(L, key, v);
+  else if (k == "NOOPT")
+    s.noopt = setting_int(L, key, v) != 0;
+  else if (k == "DEV" || k == "DEVICE") {
+    if (lua_type(L, v) != LUA_TSTRING) luaL_error(L, "Context: %s must be a device name", key);
+    std::string d = lua_tostring(L, v);
+    get_device(d); // throws for unknown devices, naming the known ones
+    s.device = d;
+  } else
+    luaL_error(L, "Context: unknown setting '%s' (DEBUG, BEAM, NOOPT, DEV)", key);
+}
+
+int context(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  Settings saved = settings();
+  Settings next = saved;
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "Context: setting names must be strings");
+    apply_setting(L, next, lua_tostring(L, -2), lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  lua_settop(L, 2);
+  settings() = next;
+  int status = lua_pcall(L, 0, LUA_MULTRET, 0);
+  settings() = saved; // restored on success and on error
+  if (status != LUA_OK) return lua_error(L);
+  return lua_gettop(L) - 1;
+}
+
+int setdebug(lua_State* L) {
+  settings().debug = static_cast<int>(luaL_checkinteger(L, 1));
+  return 0;
+}
+int getdebug(lua_State* L) {
+  lua_pushinteger(L, settings().debug);
+  return 1;
+}
+
+// Device.DEFAULT reads and sets the engine's default device.
+int device_index(lua_State* L) {
+  std::string k = luaL_checkstring(L, 2);
+  if (k != "DEFAULT") return luaL_error(L, "Device has no field '%s'", k.c_str());
+  lua_pushstring(L, default_device().c_str());
+  return 1;
+}
+int device_newindex(lua_State* L) {
+  std::string k = luaL_checkstring(L, 2);
+  if (k != "DEFAULT") return luaL_error(L, "Device has no field '%s'", k.c_str());
+  std::string d = luaL_checkstring(L, 3);
+  get_device(d);
+  settings().device = d;
+  return 0;
+}
+int device_names_fn(lua_State* L) {
+  auto names = device_names();
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); i++) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};
+const Binding kDeviceFns[] = {{"Device.names", device_names_fn}};
+const Binding kDeviceIndex{"Device", device_index};
+const Binding kDeviceNewindex{"Device.DEFAULT", device_newindex};
+
+void open_globals(lua_State* L) {
+  open_dtypes(L);
+  open_counters(L);
+  lua_pushglobaltable(L);
+  set_bindings(L, -1, kGlobalFns);
+  lua_pop(L, 1);
+  lua_newtable(L);
+  set_bindings(L, -1, kDeviceFns);
+  set_accessors(L, kDeviceIndex, kDeviceNewindex);
+  lua_setglobal(L, "Device");
+}
+
+int open_all(lua_State* L) {
+  luaL_openlibs(L);
+  open_tensor(L);
+  open_uop(L);
+  open_globals(L);
+  return 0;
+}
+
+constexpr const char* kTracebackKey = "moongrad.traceback";
+
+// Message handler: turns the error object into a string and keeps the traceback aside.
+int message_handler(lua_State* L) {
+  const char* msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+      msg = lua_tostring(L, -1);
+    else
+      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, nullptr, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, kTracebackKey);
+  lua_pushstring(L, msg);
+  return 1;
+}
+} // namespace
+
+// ---------------------------------------------------------------- LuaState
+
+LuaState::LuaState() : L_(luaL_newstate()) {
+  if (!L_) throw std::runtime_error("cannot create a Lua state (out of memory)");
+  lua_pushcfunction(L_, open_all);
+  if (!call(0, 0)) {
+    std::string e = error_;
+    lua_close(L_);
+    throw std::runtime_error("cannot set up the Lua state: " + e);
+  }
+}
+
+LuaState::~LuaState() { lua_close(L_); }
+
+void LuaState::set_args(const std::vector<std::string>& argv, int script_index) {
+  lua_createtable(L_, static_cast<int>(argv.size()), script_index + 1);
+  for (size_t i = 0; i < argv.size(); i++) {
+    lua_pushstring(L_, argv[i].c_str());
+    lua_rawseti(L_, -2, static_cast<lua_Integer>(i) - script_index);
+  }
+  lua_setglobal(L_, "arg");
+}
+
+bool LuaState::call(int nargs, int nresults) {
+  int base = lua_gettop(L_) - nargs; // the function's slot
+  lua_pushcfunction(L_, message_handler);
+  lua_insert(L_, base);
+  lua_pushnil(L_);
+  lua_setfield(L_, LUA_REGISTRYINDEX, kTracebackKey);
+  int status = lua_pcall(L_, nargs, nresults, base);
+  lua_remove(L_, base);
+  if (status == LUA_OK) return true;
+  const char* m = lua_tostring(L_, -1);
+  error_ = m ? m : "(error object is not a string)";
+  lua_pop(L_, 1);
+  lua_getfield(L_, LUA_REGISTRYINDEX, kTracebackKey);
+  traceback_ = lua_isstring(L_, -1) ? lua_tostring(L_, -1) : "";
+  lua_pop(L_, 1);
+  return false;
+}
+
+bool LuaState::run_file(const std::string& path, const std::vector<std::string>& args) {
+  // An empty path reads stdin (luaL_loadfile also skips a '#!' first line).
+  if (luaL_loadfile(L_, path.empty() ? nullptr : path.c_str()) != LUA_OK) {
+    error_ = lua_tostring(L_, -1);
+    traceback_.clear();
+    lua_pop(L_, 1);
+    return false;
+  }
+  luaL_checkstack(L_, static_cast<int>(args.size()) + 2, "too many arguments");
+  for (const auto& a : args)
+    lua_pushstring(L_, a.c_str());
+  return call(static_cast<int>(args.size()), 0);
+}
+
+bool LuaState::run_string(const std::string& code, const std::string& chunkname) {
+  if (luaL_loadbuffer(L_, code.data(), code.size(), chunkname.c_str()) != LUA_OK) {
+    error_ = lua_tostring(L_, -1);
+    traceback_.clear();
+    lua_pop(L_, 1);
+    return false;
+  }
+  return call(0, 0);
+}
+
+std::optional<bool> LuaState::run_repl(const std::string& code) {
+  int top = lua_gettop(L_);
+  std::string ret = "return " + code;
+  if (luaL_loadbuffer(L_, ret.data(), ret.size(), "=stdin") != LUA_OK) {
+    lua_pop(L_, 1);
+    int st = luaL_loadbuffer(L_, code.data(), code.size(), "=stdin");
+    if (st != LUA_OK) {
+      std::string msg = lua_tostring(L_, -1);
+      lua_pop(L_, 1);
+      const std::string eof = "<eof>"; // Lua's "unexpected <eof>": wait for more lines
+      if (st == LUA_ERRSYNTAX && msg.size() >= eof.size() &&
+          msg.compare(msg.size() - eof.size(), eof.size(), eof) == 0)
+        return std::nullopt;
+      error_ = msg;
+      traceback_.clear();
+      return false;
+    }
+  }
+  if (!call(0, LUA_MULTRET)) return false;
+  int n = lua_gettop(L_) - top;
+  if (n > 0) { // print the results as print() would
+    lua_getglobal(L_, "print");
+    lua_insert(L_, top + 1);
+    return call(n, 0);
+  }
+  return true;
+}
+
+} // namespace mg::lua

@@ -1,0 +1,91 @@
+// The Lua side of moongrad: one Lua state with the engine bound into it, plus the helpers
+// every bind_*.cpp shares. This is the only header that knows Lua.
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <lua.hpp>
+
+#include "engine/shapetracker.h"
+#include "engine/tensor.h"
+
+namespace mg::lua {
+
+// ---- bound functions
+// A C++ function exposed to Lua. Its body may throw std::exception: the trampoline turns the
+// exception into a Lua error "where: name: what" once the C++ handler has been left, so no
+// C++ exception ever crosses Lua's C API.
+struct Binding {
+  const char* name; // as the user wrote the call: "Tensor.zeros", "reshape", "a + b"
+  lua_CFunction fn;
+};
+
+// Pushes a closure for `b`; `nup` values on top of the stack become upvalues 2..nup+1.
+void push_binding(lua_State* L, const Binding& b, int nup = 0);
+// table[name] = closure for each binding, for the table at `idx`.
+void set_bindings(lua_State* L, int idx, std::span<const Binding> bs);
+// The name of the running binding (valid inside a Binding's fn), for error messages.
+const char* current_name(lua_State* L);
+
+// ---- argument helpers (shared by the bind_*.cpp files)
+// A trailing table with string keys is a keyword table: x:sum{axis=0, keepdim=true}.
+bool is_kwargs(lua_State* L, int idx);
+// Rewrites the arguments from `first` on into exactly names.size() positional values,
+// taking keyword values from a trailing keyword table. Errors on unknown or doubled keywords.
+void normalize_args(lua_State* L, int first, std::span<const char* const> names, const char* fname);
+// A list of integers, either as varargs from `first` on or as one table at `first`.
+std::vector<int64_t> int_list_args(lua_State* L, int first, const char* what);
+// A Lua list of integers at `idx`.
+std::vector<int64_t> int_list(lua_State* L, int idx, const char* what);
+// Pushes a 1-based Lua list of integers (a shape).
+void push_int_list(lua_State* L, const std::vector<int64_t>& v);
+// A dtype from a string ("float32", "dtypes.float32", "float", ...).
+DType check_dtype(lua_State* L, int idx);
+// The highest positive integer key of the table at idx (a list's length, holes allowed).
+lua_Integer max_index(lua_State* L, int idx);
+
+// ---- Tensor userdata (bind_tensor.cpp)
+inline constexpr const char* kTensorMeta = "Tensor";
+Tensor* test_tensor(lua_State* L, int idx); // nullptr if not a Tensor
+Tensor& check_tensor(lua_State* L, int idx);
+void push_tensor(lua_State* L, Tensor t);
+void open_tensor(lua_State* L); // sets global Tensor
+
+// ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
+void push_uop(lua_State* L, UOpRef u);
+void push_shapetracker(lua_State* L, ShapeTracker st);
+void push_schedule(lua_State* L, std::vector<ScheduleItem> items); // a Lua list
+// The ShapeTracker of a tensor whose graph is movement ops over a BUFFER or CONST; throws if not.
+ShapeTracker tensor_st(const Tensor& t);
+void open_uop(lua_State* L); // sets global ShapeTracker
+
+// ---- the state
+class LuaState {
+public:
+  LuaState();
+  ~LuaState();
+  LuaState(const LuaState&) = delete;
+  LuaState& operator=(const LuaState&) = delete;
+
+  lua_State* get() const { return L_; }
+  // Sets the global `arg` table: arg[0] = script, arg[1..] = script args, arg[-k] = what came before.
+  void set_args(const std::vector<std::string>& argv, int script_index);
+  // Each returns false on a Lua or engine error; error() and traceback() then describe it.
+  bool run_file(const std::string& path, const std::vector<std::string>& args);
+  bool run_string(const std::string& code, const std::string& chunkname);
+  // One REPL entry: tries "return <code>" first, prints results. nullopt: the chunk is
+  // incomplete (the caller reads another line); else whether it ran without error.
+  std::optional<bool> run_repl(const std::string& code);
+  const std::string& error() const { return error_; }
+  const std::string& traceback() const { return traceback_; }
+
+private:
+  bool call(int nargs, int nresults); // function and args on the stack
+  lua_State* L_;
+  std::string error_, traceback_;
+};
+
+} // namespace mg::lua

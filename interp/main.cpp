@@ -1,0 +1,132 @@
+// moongrad: run a Lua script, a -e chunk, piped stdin, or a small line REPL, with the engine bound.
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine/settings.h"
+#include "interp/lua_state.h"
+
+namespace {
+
+const char* kUsage = R"(usage: moongrad [options] [script.lua [args...]]
+  -e CODE     run CODE (may be given more than once)
+  -i          enter the interactive prompt after running the script / -e code
+  -           run stdin as a script
+  --          stop handling options
+  -h, --help  show this help
+  -v, --version
+With no script and no -e, moongrad runs stdin: a prompt when it is a terminal,
+otherwise the whole of stdin as one chunk.
+Environment: DEBUG=1..4, BEAM=N, NOOPT=1, DEV=CPU (also live: Context({DEBUG=3}, fn), setdebug(n)).
+)";
+
+int report(const mg::lua::LuaState& lua) {
+  std::fprintf(stderr, "moongrad: %s\n", lua.error().c_str());
+  // The stack traceback helps with a long script but buries the message for a learner.
+  if (mg::settings().debug >= 1 && !lua.traceback().empty())
+    std::fprintf(stderr, "%s\n", lua.traceback().c_str());
+  std::fflush(stderr);
+  return 1;
+}
+
+// A plain line prompt; the full REPL (line editing, history, colon commands) builds on this.
+void repl(mg::lua::LuaState& lua) {
+  std::printf("moongrad %s (Lua 5.4): tinygrad's ideas in C++. Try: x = Tensor{1,2,3}; print(x * 2)\n",
+              MG_VERSION);
+  std::string chunk, line;
+  for (;;) {
+    std::printf(chunk.empty() ? "> " : ">> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    chunk += line;
+    auto r = lua.run_repl(chunk);
+    if (!r) { // incomplete statement: keep reading
+      chunk += "\n";
+      continue;
+    }
+    if (!*r) report(lua);
+    chunk.clear();
+  }
+  std::printf("\n");
+}
+
+struct Options {
+  std::vector<std::string> exprs;
+  bool interactive = false;
+  int script = -1; // argv index of the script ("-" for stdin), -1 if none
+};
+
+// Returns an exit code if the process should stop now (help, version, bad option).
+int parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "-v" || a == "--version") {
+      std::printf("moongrad %s (%s)\n", MG_VERSION, LUA_RELEASE);
+      return 0;
+    }
+    if (a == "-e") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "moongrad: '-e' needs an argument\n%s", kUsage);
+        return 1;
+      }
+      o.exprs.push_back(argv[++i]);
+    } else if (a.rfind("-e", 0) == 0 && a.size() > 2) {
+      o.exprs.push_back(a.substr(2));
+    } else if (a == "-i") {
+      o.interactive = true;
+    } else if (a == "--") {
+      if (i + 1 < argc) o.script = i + 1;
+      return -1;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "moongrad: unknown option '%s'\n%s", a.c_str(), kUsage);
+      return 1;
+    } else {
+      o.script = i;
+      return -1;
+    }
+  }
+  return -1;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  if (int rc = parse(argc, argv, o); rc >= 0) return rc;
+  mg::lua::LuaState lua;
+  std::vector<std::string> all(argv, argv + argc);
+  lua.set_args(all, o.script >= 0 ? o.script : argc - 1);
+  for (const auto& e : o.exprs)
+    if (!lua.run_string(e, "=(command line)")) return report(lua);
+  if (o.script >= 0) {
+    std::string path = all[o.script];
+    std::vector<std::string> args(all.begin() + o.script + 1, all.end());
+    if (!lua.run_file(path == "-" ? "" : path, args)) return report(lua);
+  } else if (o.exprs.empty() && !o.interactive) {
+    if (isatty(0))
+      repl(lua);
+    else if (!lua.run_file("", {}))
+      return report(lua); // piped stdin: one chunk
+    return 0;
+  }
+  if (o.interactive) repl(lua);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // The LuaState is closed inside run(), before the engine's statics go away.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moongrad: %s\n", e.what());
+    return 1;
+  }
+}

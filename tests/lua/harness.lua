@@ -1,0 +1,49 @@
+-- Tiny test harness shared by tests/lua/*.lua: load with dofile(arg[0]:match("^(.*/)") .. "harness.lua").
+local H = { failed = 0, passed = 0 }
+
+-- Runs one named test; a failing assert is reported and counted, the other tests still run.
+function H.test(name, fn)
+  local ok, err = pcall(fn)
+  if ok then
+    H.passed = H.passed + 1
+  else
+    H.failed = H.failed + 1
+    io.stderr:write(("FAIL %s: %s\n"):format(name, tostring(err)))
+  end
+end
+
+-- Asserts fn errors and that the message contains each of the plain-text fragments.
+function H.errors(fn, ...)
+  local ok, msg = pcall(fn)
+  assert(not ok, "expected an error, but the call succeeded")
+  msg = tostring(msg)
+  for _, frag in ipairs({ ... }) do
+    assert(msg:find(frag, 1, true), ("error message %q does not mention %q"):format(msg, frag))
+  end
+  return msg
+end
+
+-- Deep comparison of nested lists; floats within tol when tol is given.
+function H.same(got, want, tol, path)
+  path = path or "value"
+  if type(want) == "table" then
+    assert(type(got) == "table", path .. ": expected a list, got " .. tostring(got))
+    assert(#got == #want, ("%s: expected %d entries, got %d"):format(path, #want, #got))
+    for i = 1, #want do H.same(got[i], want[i], tol, path .. "[" .. i .. "]") end
+  elseif tol and type(want) == "number" then
+    assert(type(got) == "number" and math.abs(got - want) <= tol,
+      ("%s: expected %s (+-%g), got %s"):format(path, tostring(want), tol, tostring(got)))
+  else
+    assert(got == want and math.type(got) == math.type(want),
+      ("%s: expected %s (%s), got %s (%s)"):format(path, tostring(want), math.type(want) or type(want),
+        tostring(got), math.type(got) or type(got)))
+  end
+end
+
+-- Ends the script: non-zero exit (through an error) when any test failed.
+function H.done()
+  print(("%d passed, %d failed"):format(H.passed, H.failed))
+  if H.failed > 0 then error(("%d test(s) failed"):format(H.failed), 0) end
+end
+
+return H

@@ -1,0 +1,63 @@
+-- The moongrad command line: -e, piped stdin, exit codes and error messages.
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test = H.test
+
+-- The interpreter running this script: the lowest negative index of arg (arg[0] is the script).
+local i = -1
+while arg[i - 1] do i = i - 1 end
+local exe = arg[i]
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Runs a shell command line; returns its output (stdout and stderr) and exit code.
+local function run(cmdline)
+  local f = assert(io.popen(cmdline .. " 2>&1"))
+  local out = f:read("a")
+  local _, _, code = f:close()
+  return out, code
+end
+
+test("-e runs code", function()
+  local out, code = run(sh_quote(exe) .. " -e " .. sh_quote("print((Tensor{1,2} * 3):tolist()[2])"))
+  assert(code == 0 and out == "6\n", ("got %q, exit %s"):format(out, tostring(code)))
+end)
+
+test("an engine error exits 1 with 'moongrad: <msg>'", function()
+  local out, code = run(sh_quote(exe) .. " -e " .. sh_quote("local x = Tensor{1,2} + Tensor{1,2,3}"))
+  assert(code == 1, "exit code " .. tostring(code))
+  assert(out:find("^moongrad: %(command line%):1: Tensor %+: "), "message: " .. out)
+  assert(out:find("(2,)", 1, true) and out:find("(3,)", 1, true), "shapes not named: " .. out)
+end)
+
+test("a Lua error exits 1", function()
+  local out, code = run(sh_quote(exe) .. " -e " .. sh_quote("error('boom')"))
+  assert(code == 1 and out:find("moongrad: .*boom"), ("got %q, exit %s"):format(out, tostring(code)))
+end)
+
+test("piped stdin runs as one chunk", function()
+  local out, code = run("echo " .. sh_quote("local t = Tensor{1,2,3}\nprint(t:sum():item())") .. " | " .. sh_quote(exe))
+  assert(code == 0 and out == "6\n", ("got %q, exit %s"):format(out, tostring(code)))
+end)
+
+test("script arguments arrive in arg and ...", function()
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write("local a, b = ...\nprint(#arg, arg[1], arg[2], a, b)\n")
+  f:close()
+  local out, code = run(sh_quote(exe) .. " " .. sh_quote(path) .. " x y")
+  os.remove(path)
+  assert(code == 0 and out == "2\tx\ty\tx\ty\n", ("got %q, exit %s"):format(out, tostring(code)))
+end)
+
+test("--version, --help, unknown options, missing files", function()
+  local out, code = run(sh_quote(exe) .. " --version")
+  assert(code == 0 and out:find("^moongrad %d"), out)
+  out, code = run(sh_quote(exe) .. " --help")
+  assert(code == 0 and out:find("usage"), out)
+  out, code = run(sh_quote(exe) .. " --no-such-option")
+  assert(code == 1 and out:find("unknown option"), out)
+  out, code = run(sh_quote(exe) .. " /no/such/file.lua")
+  assert(code == 1 and out:find("^moongrad: cannot open"), out)
+end)
+
+H.done()

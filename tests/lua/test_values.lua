@@ -1,0 +1,148 @@
+-- Values and dtypes from the Lua API, checked against hand-computed plain Lua values.
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test, same = H.test, H.same
+
+test("dtype inference follows Lua's integer/float split", function()
+  assert(Tensor { 1, 2 }.dtype == "int32", "Tensor{1,2} should be int32")
+  assert(Tensor { 1.5 }.dtype == "float32", "Tensor{1.5} should be float32")
+  assert(Tensor { 1, 2.0 }.dtype == "float32", "one float makes the tensor float32")
+  assert(Tensor { true, false }.dtype == "bool", "booleans give bool")
+  assert(Tensor { 1, 2 }.dtype == dtypes.int32 and dtypes.float == "float32" and dtypes.int == "int32")
+  assert(Tensor({ 1, 2 }, { dtype = "float32" }).dtype == "float32", "the dtype option wins")
+  assert(Tensor({ 1, 2 }, dtypes.float16).dtype == "float16", "a dtype string as 2nd arg")
+  assert(Tensor(3).ndim == 0 and Tensor(3):item() == 3, "a number gives a 0-d tensor")
+end)
+
+test("nested tables give shapes", function()
+  local t = Tensor { { { 1, 2 }, { 3, 4 }, { 5, 6 } } }
+  same(t.shape, { 1, 3, 2 })
+  assert(t.ndim == 3 and t:numel() == 6)
+  same(Tensor({}).shape, { 0 })
+end)
+
+test("tolist gives Lua integers, floats and booleans", function()
+  same(Tensor { { 1, 2 }, { 3, 4 } }:tolist(), { { 1, 2 }, { 3, 4 } })
+  same(Tensor { 0.5, 1.5 }:tolist(), { 0.5, 1.5 })
+  same(Tensor { true, false }:tolist(), { true, false })
+  same(Tensor { 1, 2, 3 }:sum():item(), 6)
+  assert(math.type(Tensor { 1, 2 }:tolist()[1]) == "integer")
+end)
+
+test("elementwise arithmetic matches Lua", function()
+  local xs = { -2, -1, 0, 3, 7 }
+  local x = Tensor(xs)
+  local want = {}
+  for i, v in ipairs(xs) do want[i] = (v + 1) * 2 - 3 end
+  same(((x + 1) * 2 - 3):tolist(), want)
+  for i, v in ipairs(xs) do want[i] = 10 - v end
+  same((10 - x):tolist(), want, nil, "10 - x")
+  for i, v in ipairs(xs) do want[i] = v * v end
+  same((x ^ 2):tolist(), want, nil, "x ^ 2")
+  same(x:square():tolist(), want, nil, "square")
+  -- (only non-negative values here: the engine's int division truncates like C, Lua's floors)
+  same((Tensor { 0, 3, 7 } // 2):tolist(), { 0, 1, 3 }, nil, "x // 2")
+  for i, v in ipairs(xs) do want[i] = v / 2 end
+  same((x / 2):tolist(), want, 1e-6, "x / 2 is true division")
+  assert((x / 2).dtype == "float32", "int / int is float")
+  for i, v in ipairs(xs) do want[i] = -v end
+  same((-x):tolist(), want, nil, "-x")
+  for i, v in ipairs(xs) do want[i] = math.max(v, 0) end
+  same(x:relu():tolist(), want, nil, "relu")
+  for i, v in ipairs(xs) do want[i] = v < 1 end
+  same(x:lt(1):tolist(), want, nil, "lt")
+  for i, v in ipairs(xs) do want[i] = v < 1 and v or 100 end
+  same(x:lt(1):where(x, 100):tolist(), want, nil, "where")
+  same((x + 0.5).dtype, "float32")
+end)
+
+test("transcendentals match Lua's math", function()
+  local xs = { 0.25, 1.0, 2.0 }
+  local x = Tensor(xs)
+  local function map(f)
+    local r = {}
+    for i, v in ipairs(xs) do r[i] = f(v) end
+    return r
+  end
+  same(x:exp():tolist(), map(math.exp), 1e-4)
+  same(x:log():tolist(), map(math.log), 1e-5)
+  same(x:sqrt():tolist(), map(math.sqrt), 1e-6)
+  same(x:sin():tolist(), map(math.sin), 1e-5)
+  same(x:sigmoid():tolist(), map(function(v) return 1 / (1 + math.exp(-v)) end), 1e-5)
+end)
+
+test("reductions, all call forms", function()
+  local a = Tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+  same(a:sum():item(), 21)
+  same(a:sum(0):tolist(), { 5, 7, 9 })
+  same(a:sum(-1):tolist(), { 6, 15 })
+  same(a:sum({ 0, 1 }):item(), 21)
+  same(a:sum(0, true).shape, { 1, 3 })
+  same(a:sum { axis = 1, keepdim = true }:tolist(), { { 6 }, { 15 } })
+  same(a:sum(1, { keepdim = true }).shape, { 2, 1 })
+  same(a:max(1):tolist(), { 3, 6 })
+  same(a:min(0):tolist(), { 1, 2, 3 })
+  same(a:mean():item(), 3.5, 1e-6)
+  same(a:argmax(1):tolist(), { 2, 2 })
+  same(a:cumsum(1):tolist(), { { 1, 3, 6 }, { 4, 9, 15 } })
+  local sm = Tensor { 1.0, 2.0, 3.0 }:softmax():tolist()
+  local z = math.exp(1) + math.exp(2) + math.exp(3)
+  same(sm, { math.exp(1) / z, math.exp(2) / z, math.exp(3) / z }, 1e-5)
+end)
+
+test("movement and slicing", function()
+  local a = Tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+  same(a.T:tolist(), { { 1, 4 }, { 2, 5 }, { 3, 6 } })
+  same(a:reshape(3, 2):tolist(), { { 1, 2 }, { 3, 4 }, { 5, 6 } })
+  same(a:reshape { -1 }:tolist(), { 1, 2, 3, 4, 5, 6 })
+  same(a:permute { 1, 0 }.shape, { 3, 2 })
+  same(a:flip(1):tolist(), { { 3, 2, 1 }, { 6, 5, 4 } })
+  same(a:pad({ { 0, 0 }, { 1, 0 } }):tolist(), { { 0, 1, 2, 3 }, { 0, 4, 5, 6 } })
+  same(a:shrink({ nil, { 1, 3 } }):tolist(), { { 2, 3 }, { 5, 6 } })
+  same(a:unsqueeze(0).shape, { 1, 2, 3 })
+  same(a:reshape(1, 2, 3):squeeze(0).shape, { 2, 3 })
+  same(a:flatten():tolist(), { 1, 2, 3, 4, 5, 6 })
+  same(a:reshape(2, 1, 3):expand(2, 2, 3).shape, { 2, 2, 3 })
+  same(a[0]:tolist(), { 1, 2, 3 })
+  same(a[-1]:tolist(), { 4, 5, 6 })
+  same(a[{ 1, 2 }]:item(), 6)
+  same(a[{ nil, { nil, nil, 2 } }]:tolist(), { { 1, 3 }, { 4, 6 } })
+  same(a[{ { 0, 1 }, { 1, 3 } }]:tolist(), { { 2, 3 } })
+  same(a:slice { {}, 0 }:tolist(), { 1, 4 })
+end)
+
+test("matmul matches a Lua triple loop", function()
+  local A = { { 1, 2, 3 }, { 4, 5, 6 } }
+  local B = { { 7, 8 }, { 9, 10 }, { 11, 12 } }
+  local want = {}
+  for i = 1, 2 do
+    want[i] = {}
+    for j = 1, 2 do
+      local s = 0
+      for k = 1, 3 do s = s + A[i][k] * B[k][j] end
+      want[i][j] = s
+    end
+  end
+  same(Tensor(A):matmul(Tensor(B)):tolist(), want)
+  same(Tensor(A):dot(B):tolist(), want, nil, "a nested table is converted")
+end)
+
+test("creation helpers", function()
+  same(Tensor.zeros(2, 3).shape, { 2, 3 })
+  same(Tensor.zeros { 2, 3 }.shape, { 2, 3 })
+  assert(Tensor.ones(2, { dtype = "int32" }).dtype == "int32")
+  assert(Tensor.zeros({ 2 }, "float16").dtype == "float16")
+  same(Tensor.ones(2):tolist(), { 1.0, 1.0 })
+  same(Tensor.full({ 2 }, 7):tolist(), { 7, 7 })
+  same(Tensor.arange(4):tolist(), { 0, 1, 2, 3 })
+  same(Tensor.arange(1, 7, 2):tolist(), { 1, 3, 5 })
+  same(Tensor.arange(0, 1, 0.25):tolist(), { 0.0, 0.25, 0.5, 0.75 }, 1e-7)
+  same(Tensor.eye(2):tolist(), { { 1.0, 0.0 }, { 0.0, 1.0 } })
+  Tensor.manual_seed(42)
+  local r1 = Tensor.rand(4):tolist()
+  Tensor.manual_seed(42)
+  same(Tensor.rand(4):tolist(), r1, nil, "manual_seed makes rand repeatable")
+  for _, v in ipairs(r1) do assert(v >= 0 and v < 1, "rand in [0, 1)") end
+  same(Tensor.randn(2, 3).shape, { 2, 3 })
+end)
+
+H.done()
