@@ -28,6 +28,7 @@ struct Acc {
 struct Linearizer {
   std::unordered_map<const UOp*, uint64_t> bit;  // RANGE -> its bit
   std::unordered_map<const UOp*, Acc> accs;      // DEFINE_ACC -> what it accumulates
+  std::vector<UOpRef> acc_order;                 // accumulators in creation order
   std::unordered_map<const UOp*, uint64_t> masks;
   std::unordered_set<const UOp*> emitted;
   std::vector<UOpRef> out;
@@ -59,19 +60,29 @@ struct Linearizer {
     push(u);
   }
 
-  void emit_acc(const UOpRef& acc, uint64_t allowed) {
-    const Acc& a = accs.at(acc.get());
+  // Accumulators over the same loops share one loop nest (an UPCAST makes several).
+  void emit_acc(const UOpRef& first, uint64_t allowed) {
+    std::vector<UOpRef> group;
+    for (auto& acc : acc_order)
+      if (!emitted.count(acc.get()) && accs.at(acc.get()).ranges == accs.at(first.get()).ranges &&
+          (mask(acc.get()) & ~allowed) == 0)
+        group.push_back(acc);
+    const auto& ranges = accs.at(first.get()).ranges;
     // work inside the reduce that does not depend on its loops runs once, before them
-    for (const UOp* d : toposort(a.value.get()))
-      if (!emitted.count(d) && d->op != Ops::RANGE && (mask(d) & ~allowed) == 0) emit(find(d, a.value), allowed);
-    push(acc);
+    for (auto& acc : group)
+      for (const UOp* d : toposort(accs.at(acc.get()).value.get()))
+        if (!emitted.count(d) && d->op != Ops::RANGE && (mask(d) & ~allowed) == 0) emit(refs.at(d), allowed);
+    for (auto& acc : group) push(acc);
     uint64_t inner = allowed;
-    for (auto& r : a.ranges) push(r), inner |= bit.at(r.get());
-    emit(a.value, inner);
-    UOpRef upd = alu(a.op, {acc, a.value});
-    push(upd);
-    push(UOp::make(Ops::ASSIGN, acc->dtype, {acc, upd}));
-    for (auto it = a.ranges.rbegin(); it != a.ranges.rend(); ++it) push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
+    for (auto& r : ranges) push(r), inner |= bit.at(r.get());
+    for (auto& acc : group) emit(accs.at(acc.get()).value, inner);
+    for (auto& acc : group) {
+      const Acc& a = accs.at(acc.get());
+      UOpRef upd = alu(a.op, {acc, a.value});
+      push(upd);
+      push(UOp::make(Ops::ASSIGN, acc->dtype, {acc, upd}));
+    }
+    for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
   }
 
   // toposort hands out raw pointers; emit needs the owning reference
@@ -81,7 +92,7 @@ struct Linearizer {
     for (const UOp* u : toposort(root.get()))
       for (auto& s : u->src) refs.emplace(s.get(), s);
   }
-  UOpRef find(const UOp* d, const UOpRef&) { return refs.at(d); }
+
 };
 
 } // namespace
@@ -98,6 +109,7 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
                            src.insert(src.end(), rngs.begin(), rngs.end());
                            UOpRef acc = UOp::make(Ops::DEFINE_ACC, r->dtype, src, static_cast<int64_t>(nacc++));
                            L.accs[acc.get()] = Acc{r->src[0], op, rngs};
+                           L.acc_order.push_back(acc);
                            return acc;
                          }}};
   UOpRef sink = graph_rewrite(sink0, to_acc);
@@ -111,7 +123,7 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
   };
   collect(sink);
   L.add_refs(sink);
-  for (auto& [a, acc] : L.accs) collect(acc.value), L.add_refs(acc.value);
+  for (auto& a : L.acc_order) collect(L.accs.at(a.get()).value), L.add_refs(L.accs.at(a.get()).value);
   auto by_axis = [](const UOpRef& a, const UOpRef& b) { return a->varg()[0] < b->varg()[0]; };
   std::sort(globals.begin(), globals.end(), by_axis);
   std::sort(reduces.begin(), reduces.end(), by_axis);
@@ -147,7 +159,7 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
   auto emit_ready = [&](uint64_t allowed) {
     for (const UOp* u : topo)
       if (!L.emitted.count(u) && u->op != Ops::RANGE && u->op != Ops::SINK && (L.mask(u) & ~allowed) == 0)
-        L.emit(L.find(u, sink), allowed);
+        L.emit(L.refs.at(u), allowed);
   };
   uint64_t allowed = 0;
   emit_ready(0);

@@ -13,10 +13,17 @@ namespace mg {
 
 namespace {
 
+// What a loop dim becomes: a loop over outputs, a reduce loop, or a dim expanded into copies
+// of the code (UPCAST for outputs: several accumulators; UNROLL for a reduce: several terms).
+enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3 };
+
 struct KernelShape {
   Shape full, out;
-  std::vector<bool> reduce; // per dim
+  std::vector<int> kind; // per dim
+  bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll; }
 };
+
+using ViewList = std::vector<std::pair<const UOp*, ShapeTracker>>;
 
 std::vector<const UOp*> views_of(const UOpRef& ast) {
   std::vector<const UOp*> r;
@@ -25,44 +32,106 @@ std::vector<const UOp*> views_of(const UOpRef& ast) {
   return r;
 }
 
-// Merges dims i and i+1 of every view (shape full or out) if each stays a single view.
-bool try_merge(KernelShape& ks, size_t i, std::vector<std::pair<const UOp*, ShapeTracker>>& sts) {
-  if (ks.reduce[i] != ks.reduce[i + 1]) return false;
-  auto merged = [&](const Shape& s) {
-    Shape r = s;
-    r[i] *= r[i + 1];
-    r.erase(r.begin() + i + 1);
-    return r;
-  };
-  Shape nf = merged(ks.full), no = merged(ks.out);
+// Moves every view to the new shapes (full-shaped views to next.full, the others to next.out)
+// if each stays a single view; otherwise changes nothing.
+bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
   std::vector<ShapeTracker> out;
   for (auto& [u, st] : sts) {
-    const Shape& target = st.shape() == ks.full ? nf : no;
-    auto v = st.views.back().reshape(target);
+    auto v = st.views.back().reshape(st.shape() == ks.full ? next.full : next.out);
     if (!v) return false;
-    ShapeTracker n = st;
-    n.views.back() = *v;
-    out.push_back(n);
+    out.push_back(st);
+    out.back().views.back() = *v;
   }
   for (size_t k = 0; k < sts.size(); k++) sts[k].second = out[k];
-  ks.full = nf, ks.out = no;
-  ks.reduce.erase(ks.reduce.begin() + i + 1);
+  ks = std::move(next);
   return true;
+}
+
+bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
+  if (ks.kind[i] != ks.kind[i + 1]) return false;
+  KernelShape n = ks;
+  for (Shape* s : {&n.full, &n.out}) {
+    (*s)[i] *= (*s)[i + 1];
+    s->erase(s->begin() + i + 1);
+  }
+  n.kind.erase(n.kind.begin() + i + 1);
+  return reshape_all(ks, sts, std::move(n));
+}
+
+// Splits dim d into (size/amount, amount); the inner part is expanded into `amount` copies.
+bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
+  if (ks.full[d] % amount != 0 || ks.full[d] == amount) return false;
+  KernelShape n = ks;
+  n.full[d] /= amount;
+  n.full.insert(n.full.begin() + d + 1, amount);
+  int64_t o = ks.reduces(d) ? 1 : amount;
+  n.out[d] /= o;
+  n.out.insert(n.out.begin() + d + 1, o);
+  n.kind.insert(n.kind.begin() + d + 1, ks.reduces(d) ? kUnroll : kUpcast);
+  return reshape_all(ks, sts, std::move(n));
+}
+
+// tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a 4x4 tile of
+// outputs per loop iteration when the inputs are broadcast along those dims (each loaded
+// value is reused 4 times), and unroll the innermost reduce loop by 4.
+std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts) {
+  std::vector<std::string> applied;
+  bool has_reduce = false;
+  for (size_t d = 0; d < ks.full.size(); d++) has_reduce |= ks.reduces(d);
+  if (!has_reduce) return applied;
+  auto broadcast_in_some_view = [&](size_t d) {
+    for (auto& [u, st] : sts)
+      if (st.shape() == ks.full && st.views.back().strides[d] == 0) return true;
+    return false;
+  };
+  int upcasts = 0;
+  for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;)
+    if (ks.kind[d] == kGlobal && broadcast_in_some_view(d) && try_split(ks, sts, d, 4))
+      upcasts++, applied.push_back("UPCAST(" + std::to_string(d) + ", 4)");
+  for (size_t d = ks.full.size(); d-- > 0;)
+    if (ks.kind[d] == kReduce) {
+      if (try_split(ks, sts, d, 4)) applied.push_back("UNROLL(" + std::to_string(d) + ", 4)");
+      break;
+    }
+  return applied;
 }
 
 UOpRef view_uop(const ShapeTracker& st) {
   return UOp::make(Ops::VIEW, DType::Void, {}, std::make_shared<const ShapeTracker>(st));
 }
 
+// Copies of `u`, one per value of the expanded dim `ph`.
+std::vector<UOpRef> expand_dim(const UOpRef& u, const UOpRef& ph, int64_t n) {
+  std::vector<UOpRef> r;
+  for (int64_t c = 0; c < n; c++) r.push_back(substitute(u, {{ph.get(), UOp::cconst(DType::Int32, double(c))}}));
+  return r;
+}
+
 struct Lowerer {
   KernelShape ks;
-  std::vector<UOpRef> ranges; // per dim; CONST 0 for size-1 dims
+  std::vector<UOpRef> ranges; // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
   std::unordered_map<const UOp*, UOpRef> memo;
 
   std::vector<UOpRef> idxs_for(const Shape& s) {
     std::vector<UOpRef> r;
     for (size_t d = 0; d < s.size(); d++) r.push_back(s[d] == 1 ? UOp::cconst(DType::Int32, 0) : ranges[d]);
     return r;
+  }
+
+  UOpRef lower_reduce(const UOpRef& u) {
+    Ops op = u->rarg().op;
+    UOpRef v = lower(u->src[0]);
+    std::vector<UOpRef> loops{v};
+    for (auto a : u->rarg().axes) {
+      if (ks.full[a] == 1) continue;
+      if (ks.kind[a] == kReduce) loops.push_back(ranges[a]);
+      if (ks.kind[a] != kUnroll) continue;
+      auto copies = expand_dim(v, ranges[a], ks.full[a]);
+      v = copies[0];
+      for (size_t i = 1; i < copies.size(); i++) v = alu(op, {v, copies[i]});
+    }
+    loops[0] = v;
+    return loops.size() == 1 ? v : UOp::make(Ops::REDUCE, u->dtype, loops, static_cast<int64_t>(op));
   }
 
   UOpRef lower(const UOpRef& u) {
@@ -92,13 +161,7 @@ struct Lowerer {
       r = alu(Ops::WHERE, {valid, c, UOp::cconst(u->dtype, 0)});
       break;
     }
-    case Ops::REDUCE_AXIS: {
-      std::vector<UOpRef> src{lower(u->src[0])};
-      for (auto a : u->rarg().axes)
-        if (ks.full[a] != 1) src.push_back(ranges[a]);
-      r = src.size() == 1 ? src[0] : UOp::make(Ops::REDUCE, u->dtype, src, static_cast<int64_t>(u->rarg().op));
-      break;
-    }
+    case Ops::REDUCE_AXIS: r = lower_reduce(u); break;
     default: {
       std::vector<UOpRef> src;
       for (auto& s : u->src) src.push_back(lower(s));
@@ -124,17 +187,19 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
   // the reduce's input shape: any view inside it has the full shape
   for (const UOp* v : views_of(ast0))
     if (v->st().shape() != ks.out) ks.full = v->st().shape();
-  ks.reduce.assign(ks.full.size(), false);
-  for (auto a : axes) ks.reduce[a] = true;
+  ks.kind.assign(ks.full.size(), kGlobal);
+  for (auto a : axes) ks.kind[a] = kReduce;
 
-  // Merge adjacent dims (right to left) wherever every view stays one view.
-  std::vector<std::pair<const UOp*, ShapeTracker>> sts;
+  // Merge adjacent dims (right to left) wherever every view stays one view, then apply opts.
+  ViewList sts;
   for (const UOp* v : views_of(ast0)) sts.push_back({v, v->st()});
-  if (!settings().noopt)
-    for (size_t i = ks.full.size(); i-- > 1;) try_merge(ks, i - 1, sts);
+  if (!settings().noopt) {
+    for (size_t i = ks.full.size(); i-- > 1;) try_merge(ks, sts, i - 1);
+    k.opts = hand_coded_opts(ks, sts);
+  }
   std::vector<int64_t> new_axes;
   for (size_t d = 0; d < ks.full.size(); d++)
-    if (ks.reduce[d]) new_axes.push_back(static_cast<int64_t>(d));
+    if (ks.reduces(d)) new_axes.push_back(static_cast<int64_t>(d));
   // rebuild the AST bottom-up with the merged views and renumbered reduce axes
   std::unordered_map<const UOp*, UOpRef> vmap;
   for (auto& [u, st] : sts) vmap[u] = view_uop(st);
@@ -157,9 +222,18 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
     if (ks.full[d] == 1) lw.ranges.push_back(UOp::cconst(DType::Int32, 0));
     else
       lw.ranges.push_back(UOp::make(Ops::RANGE, DType::Int32, {UOp::cconst(DType::Int32, static_cast<double>(ks.full[d]))},
-                                    std::vector<int64_t>{static_cast<int64_t>(d), ks.reduce[d] ? 1 : 0}));
+                                    std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]}));
   }
-  k.lowered = lw.lower(k.ast);
+  // the kernel's one STORE, copied once per value of each UPCAST dim
+  std::vector<UOpRef> stores{lw.lower(k.ast->src[0])};
+  for (size_t d = 0; d < ks.full.size(); d++) {
+    if (ks.kind[d] != kUpcast) continue;
+    std::vector<UOpRef> next;
+    for (auto& st : stores)
+      for (auto& c : expand_dim(st, lw.ranges[d], ks.full[d])) next.push_back(c);
+    stores = std::move(next);
+  }
+  k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
   k.simplified = graph_rewrite(k.lowered, settings().noopt ? symbolic_simple() : symbolic());
   k.linear = linearize(k.simplified);
   k.name = new_axes.empty() ? "E" : "r";

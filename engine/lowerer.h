@@ -12,6 +12,7 @@ struct LoweredKernel {
   std::string name;      // E_4_4 (elementwise) or r_16_4 (with a reduce), from the loop sizes
   Shape full_shape;      // loop sizes after merging
   Shape out_shape;       // full_shape with reduced dims as 1
+  std::vector<std::string> opts; // optimisations applied, e.g. UPCAST(1, 4)
   UOpRef ast;            // the AST after dim merging
   UOpRef lowered;        // SINK with RANGE / INDEX / LOAD / REDUCE / STORE
   UOpRef simplified;     // after symbolic rules

@@ -127,7 +127,14 @@ UOpRef PatternMatcher::rewrite(const UOpRef& u, void* ctx) const {
 
 UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
   // Explicit stack (no recursion): graphs can be 100k nodes deep.
-  std::unordered_map<const UOp*, UOpRef> done;
+  // Keyed by pointer, so every key is kept alive: a freed node's address could be reused.
+  std::unordered_map<const UOp*, std::pair<UOpRef, UOpRef>> done_;
+  struct {
+    decltype(done_)& m;
+    size_t count(const UOp* u) const { return m.count(u); }
+    const UOpRef& at(const UOp* u) const { return m.at(u).second; }
+  } done{done_};
+  auto finish = [&](const UOpRef& key, UOpRef value) { done_[key.get()] = {key, std::move(value)}; };
   struct Frame {
     UOpRef n;
     int stage;
@@ -156,8 +163,8 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
       UOpRef x = changed ? f.n->replace_src(std::move(ns)) : f.n;
       UOpRef y = pm.rewrite(x, ctx);
       if (!y) {
-        done[f.n.get()] = x;
-        if (x != f.n) done[x.get()] = x;
+        finish(f.n, x);
+        if (x != f.n) finish(x, x);
         stack.pop_back();
       } else {
         f.stage = 2;
@@ -165,7 +172,7 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
         stack.push_back({y, 0, nullptr});
       }
     } else {
-      done[f.n.get()] = done.at(f.pending.get());
+      finish(f.n, done.at(f.pending.get()));
       stack.pop_back();
     }
   }

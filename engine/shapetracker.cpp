@@ -75,6 +75,11 @@ std::optional<View> View::reshape(const Shape& ns) const {
   if (mask) {
     // Only size-1 dims inserted or removed: carry the per-dim mask and strides across.
     if (strip(ns) != strip(shape)) return std::nullopt;
+    if ((*mask)[0].first >= (*mask)[0].second) {
+      // nothing is valid; a 0-d shape has no dim to carry that mask, so it needs its own view
+      if (ns.empty()) return std::nullopt;
+      return create(ns, std::nullopt, 0, Mask(ns.size(), {0, 0}));
+    }
     std::vector<int64_t> st;
     Mask m;
     size_t j = 0;

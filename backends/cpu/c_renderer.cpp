@@ -1,5 +1,6 @@
 #include "backends/cpu/c_renderer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -111,6 +112,7 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
   }
   std::ostringstream body;
   std::unordered_map<const UOp*, std::string> expr;
+  std::unordered_map<const UOp*, int> nesting; // parenthesis depth of an inlined expression
   std::map<std::string, int> counters;
   auto fresh = [&](const std::string& p) { return p + std::to_string(counters[p]++); };
   int ind = 1;
@@ -174,7 +176,10 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
       for (auto& s : u->src) a.push_back(E(s));
       std::string e = alu_expr(*u, a);
       const UOp* us = user.count(p) ? user[p] : nullptr;
-      if (uses[p] == 1 && us && depth[us] == depth[p]) expr[p] = e;
+      int nest = 1;
+      for (auto& s : u->src) nest = std::max(nest, nesting[s.get()] + 1);
+      // inline single-use values computed in their user's loop, but keep clang's bracket depth small
+      if (uses[p] == 1 && us && depth[us] == depth[p] && nest < 64) expr[p] = e, nesting[p] = nest;
       else {
         std::string n = fresh("alu");
         line(std::string(c_type(u->dtype)) + " " + n + " = " + e + ";");
