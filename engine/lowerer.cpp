@@ -71,9 +71,9 @@ bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
   return reshape_all(ks, sts, std::move(n));
 }
 
-// tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a 4x4 tile of
-// outputs per loop iteration when the inputs are broadcast along those dims (each loaded
-// value is reused 4 times), and unroll the innermost reduce loop by 4.
+// tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a tile of outputs
+// per loop iteration along dims where an input is broadcast (each loaded value is reused
+// across the tile, kept in registers), and unroll the innermost reduce loop.
 std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts) {
   std::vector<std::string> applied;
   bool has_reduce = false;
@@ -84,13 +84,27 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts) {
       if (st.shape() == ks.full && st.views.back().strides[d] == 0) return true;
     return false;
   };
+  // The output tile: up to 16 wide on the innermost broadcast dim (one AVX-512 vector of
+  // float32), up to 8 on the next; the reduce loop unrolled by up to 8. Smaller where the
+  // sizes do not divide.
+  const int64_t tile[2][3] = {{16, 8, 4}, {8, 4, 2}};
   int upcasts = 0;
-  for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;)
-    if (ks.kind[d] == kGlobal && broadcast_in_some_view(d) && try_split(ks, sts, d, 4))
-      upcasts++, applied.push_back("UPCAST(" + std::to_string(d) + ", 4)");
+  for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;) {
+    if (ks.kind[d] != kGlobal || !broadcast_in_some_view(d)) continue;
+    for (int64_t amt : tile[upcasts])
+      if (try_split(ks, sts, d, amt)) {
+        applied.push_back("UPCAST(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
+        upcasts++;
+        break;
+      }
+  }
   for (size_t d = ks.full.size(); d-- > 0;)
     if (ks.kind[d] == kReduce) {
-      if (try_split(ks, sts, d, 4)) applied.push_back("UNROLL(" + std::to_string(d) + ", 4)");
+      for (int64_t amt : {8, 4, 2})
+        if (try_split(ks, sts, d, amt)) {
+          applied.push_back("UNROLL(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
+          break;
+        }
       break;
     }
   return applied;

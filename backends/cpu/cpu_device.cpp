@@ -20,7 +20,7 @@ namespace mg {
 
 namespace {
 
-const char* kFlags = "-O2 -march=native -fPIC -shared -fno-math-errno -ffp-contract=off -w";
+const char* kFlags = "-O2 -march=native -fPIC -shared -fno-math-errno -w";
 
 std::string compiler() {
   const char* c = std::getenv("MG_CLANG");
