@@ -43,7 +43,8 @@ std::string buffer_string(const Buffer& b);
 class Program {
 public:
   virtual ~Program() = default;
-  virtual void run(void** bufs, size_t n) = 0;
+  // Runs on up to `cores` cores (1: on the calling thread).
+  virtual void run(void** bufs, size_t n, int cores) = 0;
 };
 
 class Device {

@@ -172,4 +172,17 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
   return L.out;
 }
 
+const UOp* parallel_loop(const std::vector<UOpRef>& linear) {
+  const UOp* outer = nullptr;
+  int depth = 0;
+  for (auto& u : linear) {
+    if (u->op == Ops::RANGE && depth++ == 0) {
+      if (outer || u->varg()[1] != 0) return nullptr; // a second top-level loop, or a reduce loop
+      outer = u.get();
+    } else if (u->op == Ops::ENDRANGE) depth--;
+    else if ((u->op == Ops::STORE || u->op == Ops::DEFINE_ACC) && depth == 0) return nullptr;
+  }
+  return outer;
+}
+
 } // namespace mg

@@ -194,6 +194,7 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
   const UOp* store = ast0->src.at(0).get();
   KernelShape ks;
   ks.out = store->src[1]->st().shape();
+  k.out_shape = ks.out;
   ks.full = ks.out;
   std::vector<int64_t> axes;
   for (const UOp* u : toposort(ast0.get()))
@@ -229,7 +230,6 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
        }}};
   k.ast = graph_rewrite(ast0, remap);
   k.full_shape = ks.full;
-  k.out_shape = ks.out;
 
   Lowerer lw{ks};
   for (size_t d = 0; d < ks.full.size(); d++) {

@@ -97,6 +97,7 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   c->info.out_shape = k.out_shape;
   c->info.src = d.render(k.name, k.linear);
   estimate(k, c->info, item);
+  c->info.parallel = parallel_loop(k.linear) != nullptr;
   if (dbg >= 3) std::printf("%s", c->info.src.c_str());
   int before = d.compile_count();
   c->program = d.compile(k.name, c->info.src);
@@ -114,7 +115,9 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     std::vector<void*> ptrs;
     for (auto& b : item.bufs) ptrs.push_back(b->ptr());
     auto t0 = std::chrono::steady_clock::now();
-    if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size());
+    // small kernels stay on this thread: waking others costs more than they would save
+    int cores = c.info.parallel && c.info.flops + c.info.bytes / 4 > (1 << 18) ? settings().threads : 1;
+    if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     runs.push_back({&c.info, s});
     gc.kernel_count++;

@@ -17,6 +17,7 @@ struct KernelInfo {
   Shape out_shape;
   int64_t flops = 0; // estimate from the lowered program
   int64_t bytes = 0; // bytes moved by loads and stores
+  bool parallel = false; // its outermost loop can be split across cores
 };
 
 struct KernelRun {

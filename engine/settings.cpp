@@ -1,7 +1,9 @@
 #include "engine/settings.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <string>
+#include <thread>
 
 namespace mg {
 namespace {
@@ -24,6 +26,7 @@ Settings& settings() {
     t.noopt = env_int("NOOPT", 0) != 0;
     if (const char* d = std::getenv("DEV"); d && *d) t.device = d;
     if (env_int("CLANG", 0)) t.device = "CPU";
+    t.threads = std::max(1, env_int("MG_THREADS", static_cast<int>(std::thread::hardware_concurrency())));
     return t;
   }();
   return s;

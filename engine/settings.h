@@ -8,6 +8,7 @@ struct Settings {
   int beam = 0;     // BEAM (not used yet)
   bool noopt = false; // NOOPT
   std::string device = "CPU";
+  int threads = 1; // MG_THREADS, default: every core
 };
 Settings& settings();
 // Re-reads DEBUG, BEAM, NOOPT, DEV, CLANG from the environment.

@@ -174,7 +174,11 @@ Tensor Tensor::reduce(Ops op, Axes axes, bool keepdim) const {
   return r.reshape(s);
 }
 
-Tensor Tensor::sum(Axes axes, bool keepdim) const { return cast(sum_acc_dtype(dtype())).reduce(Ops::ADD, axes, keepdim); }
+Tensor Tensor::sum(Axes axes, bool keepdim) const {
+  Tensor r = cast(sum_acc_dtype(dtype())).reduce(Ops::ADD, axes, keepdim);
+  // half-precision sums accumulate in float32 and come back in their own dtype, as in tinygrad
+  return dtype() == DType::Float16 || dtype() == DType::BFloat16 ? r.cast(dtype()) : r;
+}
 Tensor Tensor::max(Axes axes, bool keepdim) const { return reduce(Ops::MAX, axes, keepdim); }
 Tensor Tensor::min(Axes axes, bool keepdim) const {
   if (dtype() == DType::Bool) return logical_not().max(axes, keepdim).logical_not();
@@ -185,9 +189,9 @@ Tensor Tensor::min(Axes axes, bool keepdim) const {
   return neg().max(axes, keepdim).neg();
 }
 Tensor Tensor::mean(Axes axes, bool keepdim) const {
-  Tensor s = as_float(*this).sum(axes, keepdim);
+  Tensor s = cast(sum_acc_dtype(dtype())).reduce(Ops::ADD, axes, keepdim);
   int64_t n = s.numel() ? numel() / s.numel() : 0;
-  return s.div(scalar(s, static_cast<double>(n)));
+  return s.div(scalar(s, static_cast<double>(n))).cast(is_float(dtype()) ? dtype() : default_float);
 }
 Tensor Tensor::argmax(std::optional<int64_t> axis, bool keepdim) const {
   if (!axis) return flatten().argmax(0, false);

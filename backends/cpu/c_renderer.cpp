@@ -1,5 +1,7 @@
 #include "backends/cpu/c_renderer.h"
 
+#include "engine/lowerer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -116,6 +118,7 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
   std::map<std::string, int> counters;
   auto fresh = [&](const std::string& p) { return p + std::to_string(counters[p]++); };
   int ind = 1;
+  const UOp* par = parallel_loop(linear);
   auto line = [&](const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; };
   auto E = [&](const UOpRef& s) -> const std::string& {
     auto it = expr.find(s.get());
@@ -133,7 +136,11 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
     case Ops::RANGE: {
       std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
       expr[p] = n;
-      line("for (int " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " + n + "++) {");
+      if (p == par) { // this core's share of the outermost loop
+        std::string sz = E(u->src[0]);
+        line("for (int " + n + " = (int)((long long)" + sz + "*core/ncores); " + n + " < (int)((long long)" + sz +
+             "*(core+1)/ncores); " + n + "++) {");
+      } else line("for (int " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " + n + "++) {");
       ind++;
       break;
     }
@@ -189,7 +196,7 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
     }
   }
   std::ostringstream os;
-  os << kPrelude << (bf16 ? kBf16 : "") << "void " << fn << "(void** bufs) {\n";
+  os << kPrelude << (bf16 ? kBf16 : "") << "void " << fn << "(void** bufs, int core, int ncores) {\n";
   for (auto& [i, d] : globals)
     os << "  " << (i == 0 ? "" : "const ") << ptr_type(d) << "* restrict data" << i << " = bufs[" << i << "];\n";
   os << body.str() << "}\n";

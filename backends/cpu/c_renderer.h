@@ -1,4 +1,5 @@
-// Linear UOps -> C source: one function `void NAME(void** bufs)` per kernel.
+// Linear UOps -> C source: one function `void NAME(void** bufs, int core, int ncores)` per kernel;
+// core/ncores pick this call's share of the outermost loop when it can run in parallel.
 #pragma once
 #include <string>
 #include <vector>

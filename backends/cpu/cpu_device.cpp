@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -72,15 +75,66 @@ private:
   void* h_;
 };
 
+// Workers that each run one share of a kernel; the calling thread runs share 0.
+class ThreadPool {
+public:
+  void run(int n, const std::function<void(int)>& job) {
+    while (static_cast<int>(workers_.size()) < n - 1) {
+      int id = static_cast<int>(workers_.size()) + 1;
+      workers_.emplace_back([this, id] { work(id); });
+    }
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      job_ = &job, cores_ = n, pending_ = n - 1, gen_++;
+    }
+    cv_.notify_all();
+    job(0);
+    std::unique_lock<std::mutex> lk(m_);
+    done_.wait(lk, [&] { return pending_ == 0; });
+  }
+
+private:
+  void work(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [&] { return gen_ != seen; });
+        seen = gen_;
+        if (id >= cores_) continue;
+        job = job_;
+      }
+      (*job)(id);
+      std::lock_guard<std::mutex> lk(m_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+  std::vector<std::thread> workers_; // never joined: the device lives until the process exits
+  std::mutex m_;
+  std::condition_variable cv_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int cores_ = 1, pending_ = 0;
+  uint64_t gen_ = 0;
+};
+
+ThreadPool& pool() {
+  static ThreadPool* p = new ThreadPool();
+  return *p;
+}
+
 class CpuProgram : public Program {
 public:
   CpuProgram(std::shared_ptr<SharedObject> so, const std::string& fn)
-      : so_(std::move(so)), fn_(reinterpret_cast<void (*)(void**)>(so_->sym(fn))) {}
-  void run(void** bufs, size_t) override { fn_(bufs); }
+      : so_(std::move(so)), fn_(reinterpret_cast<void (*)(void**, int, int)>(so_->sym(fn))) {}
+  void run(void** bufs, size_t, int cores) override {
+    if (cores <= 1) return fn_(bufs, 0, 1);
+    pool().run(cores, [&](int core) { fn_(bufs, core, cores); });
+  }
 
 private:
   std::shared_ptr<SharedObject> so_;
-  void (*fn_)(void**);
+  void (*fn_)(void**, int, int);
 };
 
 class CpuDevice : public Device {
