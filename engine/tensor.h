@@ -64,7 +64,7 @@ public:
   Tensor sub(const Tensor& b) const;
   Tensor mul(const Tensor& b) const;
   Tensor div(const Tensor& b) const;  // true division: ints become float
-  Tensor idiv(const Tensor& b) const; // integer division (floor for floats)
+  Tensor idiv(const Tensor& b) const; // floor division (Lua's and Python's //)
   Tensor pow(const Tensor& b) const;
   Tensor maximum(const Tensor& b) const;
   Tensor minimum(const Tensor& b) const;

@@ -85,7 +85,14 @@ Tensor Tensor::div(const Tensor& b) const {
 }
 Tensor Tensor::idiv(const Tensor& b) const {
   auto [x, y] = broadcasted(*this, b);
-  if (!is_float(x.dtype())) return Tensor(alu(Ops::IDIV, {x.uop, y.uop}));
+  if (!is_float(x.dtype())) {
+    // floor division, as Lua's and Python's //: C's truncation, minus 1 where signs differ
+    Tensor q(alu(Ops::IDIV, {x.uop, y.uop}));
+    if (is_unsigned(x.dtype()) || x.dtype() == DType::Bool) return q;
+    Tensor r(alu(Ops::MOD, {x.uop, y.uop})), zero = from_scalar({0, DType::Int32}, x);
+    Tensor fix = r.ne(zero).mul(r.lt(zero).ne(y.lt(zero)));
+    return q.sub(fix.cast(q.dtype()));
+  }
   // floor(x/y) for floats: truncate through int64, then step down where truncation rounded up
   Tensor q = x.div(y), t = q.cast(DType::Int64).cast(q.dtype());
   return t.gt(q).where(t.sub(Tensor::from_scalar({1, DType::Int32}, t)), t);

@@ -1,0 +1,206 @@
+// The scheduler: how many kernels a graph becomes (fusion), counted with schedule() before
+// realizing and with the global kernel counter around realize(), plus the values.
+#include <catch2/catch.hpp>
+
+#include "engine/device.h"
+#include "engine/schedule.h"
+#include "tensor_helpers.h"
+
+using namespace mg;
+using namespace mgtest;
+
+namespace {
+Tensor sc(const Tensor& t, double v) { return scalar_like(t, v); }
+
+Tensor realized(const Shape& s, DType dt, std::mt19937& rng, A* ref = nullptr, double lo = -3,
+                double hi = 3) {
+  Input in = make_contiguous(s, dt, rng, lo, hi);
+  in.t.realize();
+  if (ref) *ref = in.ref;
+  return in.t;
+}
+
+int64_t kernels_during(const std::function<void()>& f) {
+  int64_t before = global_counters().kernel_count;
+  f();
+  return global_counters().kernel_count - before;
+}
+} // namespace
+
+TEST_CASE("elementwise ops fused into a reduce are one kernel", "[schedule]") {
+  std::mt19937 rng(300);
+  A ra;
+  Tensor a = realized({4, 5}, DType::Float32, rng, &ra);
+  Tensor out = a.add(sc(a, 1)).mul(sc(a, 2)).relu().sum();
+  auto sched = out.schedule();
+  CHECK(sched.size() == 1);
+  int64_t n = kernels_during([&] { out.realize(); });
+  CHECK(n == 1);
+  double want = 0;
+  for (double v : ra.data)
+    want += std::max(0.0, (static_cast<double>(static_cast<float>(v)) + 1) * 2);
+  CHECK(out.item() == Approx(want).epsilon(1e-5));
+  // realizing again runs nothing
+  CHECK(kernels_during([&] { out.realize(); }) == 0);
+  CHECK(out.schedule().empty());
+}
+
+TEST_CASE("an elementwise chain is one kernel and realizing each step is one each", "[schedule]") {
+  std::mt19937 rng(301);
+  A ra;
+  Tensor a = realized({3, 4}, DType::Float32, rng, &ra);
+  Tensor chain = a.add(sc(a, 1)).mul(sc(a, 3)).sub(sc(a, 0.5));
+  CHECK(chain.schedule().size() == 1);
+  CHECK(kernels_during([&] { chain.realize(); }) == 1);
+  check_values(chain, map(ra, [](double v) { return (v + 1) * 3 - 0.5; }), 1e-6, 1e-6);
+
+  int64_t n = kernels_during([&] {
+    Tensor b = a.add(sc(a, 1));
+    b.realize();
+    Tensor c = b.mul(sc(b, 3));
+    c.realize();
+    Tensor d = c.sub(sc(c, 0.5));
+    d.realize();
+    check_values(d, map(ra, [](double v) { return (v + 1) * 3 - 0.5; }), 1e-6, 1e-6);
+  });
+  CHECK(n == 3);
+}
+
+TEST_CASE("several unrealized inputs fuse and shared subexpressions are computed once", "[schedule]") {
+  std::mt19937 rng(302);
+  A ra, rb;
+  Tensor a = realized({6}, DType::Float32, rng, &ra), b = realized({6}, DType::Float32, rng, &rb);
+  Tensor s = a.mul(b);
+  Tensor out = s.add(s.exp2()).maximum(s);
+  CHECK(out.schedule().size() == 1);
+  A want = zip(ra, rb, [](double x, double y) {
+    double p = x * y;
+    return std::max(p + std::exp2(p), p);
+  });
+  check_values(out, want, 1e-5, 1e-6);
+}
+
+TEST_CASE("realize_all realizes several outputs that share work", "[schedule]") {
+  std::mt19937 rng(309);
+  A ra;
+  Tensor a = realized({2, 5}, DType::Float32, rng, &ra);
+  Tensor b = a.add(sc(a, 1));
+  Tensor c = b.mul(sc(b, 2)), d = b.sum(std::vector<int64_t>{1});
+  int64_t n = kernels_during([&] { Tensor::realize_all({&c, &d}); });
+  CHECK(n >= 2);
+  CHECK(n <= 3);
+  CHECK(c.schedule().empty());
+  CHECK(d.schedule().empty());
+  check_values(c, map(ra, [](double v) { return (v + 1) * 2; }), 1e-6, 1e-6);
+  check_values(d, reduce(map(ra, [](double v) { return v + 1; }), std::vector<int64_t>{1}, false, Red::Sum),
+               1e-5, 1e-5);
+}
+
+TEST_CASE("movement-only graphs of a realized buffer need no kernel", "[schedule]") {
+  std::mt19937 rng(303);
+  A ra;
+  Tensor a = realized({3, 4}, DType::Float32, rng, &ra);
+  Tensor p = a.permute({1, 0});
+  CHECK(p.schedule().empty());
+  CHECK(kernels_during([&] { p.realize(); }) == 0);
+  Tensor r = a.reshape({2, 6});
+  CHECK(r.schedule().empty());
+  CHECK(kernels_during([&] { r.realize(); }) == 0);
+  Tensor e = a.reshape({1, 12}).expand({5, 12});
+  CHECK(e.schedule().empty());
+  CHECK(kernels_during([&] { e.realize(); }) == 0);
+  Tensor pre = a.permute({1, 0}).reshape({12}).reshape({4, 3});
+  CHECK(pre.schedule().empty());
+  CHECK(kernels_during([&] { pre.realize(); }) == 0);
+  // and they still read back as their views
+  check_values(p, ref_permute(ra, {1, 0}));
+  check_values(r, ref_reshape(ra, {2, 6}));
+  check_values(e, ref_expand(ref_reshape(ra, {1, 12}), {5, 12}));
+  check_values(pre, ref_reshape(ref_permute(ra, {1, 0}), {4, 3}));
+}
+
+TEST_CASE("matmul is one kernel", "[schedule][matmul]") {
+  std::mt19937 rng(304);
+  A ra, rb;
+  Tensor a = realized({8, 16}, DType::Float32, rng, &ra), b = realized({16, 4}, DType::Float32, rng, &rb);
+  Tensor c = a.matmul(b);
+  CHECK(c.schedule().size() == 1);
+  CHECK(kernels_during([&] { c.realize(); }) == 1);
+  A want = A::filled({8, 4}, 0);
+  for (int64_t i = 0; i < 8; i++)
+    for (int64_t j = 0; j < 4; j++)
+      for (int64_t k = 0; k < 16; k++)
+        want.at({i, j}) += ra.at({i, k}) * rb.at({k, j});
+  check_values(c, want, 1e-5, 1e-5);
+  // a matmul followed by an elementwise op still fuses into one kernel
+  Tensor d = a.matmul(b).relu();
+  CHECK(d.schedule().size() == 1);
+}
+
+TEST_CASE("softmax takes two or three kernels", "[schedule][softmax]") {
+  std::mt19937 rng(305);
+  A ra;
+  Tensor a = realized({4, 8}, DType::Float32, rng, &ra);
+  Tensor s = a.softmax();
+  auto sched = s.schedule();
+  INFO("softmax schedule has " << sched.size() << " kernels");
+  CHECK(sched.size() <= 3);
+  CHECK(sched.size() >= 2);
+  int64_t n = kernels_during([&] { s.realize(); });
+  CHECK(n == static_cast<int64_t>(sched.size()));
+  A want = A::filled({4, 8}, 0);
+  for (int64_t i = 0; i < 4; i++) {
+    double m = -INFINITY, z = 0;
+    for (int64_t j = 0; j < 8; j++)
+      m = std::max(m, ra.at({i, j}));
+    for (int64_t j = 0; j < 8; j++)
+      z += std::exp(ra.at({i, j}) - m);
+    for (int64_t j = 0; j < 8; j++)
+      want.at({i, j}) = std::exp(ra.at({i, j}) - m) / z;
+  }
+  check_values(s, want, 1e-5, 1e-6);
+}
+
+TEST_CASE("schedule items name their buffers with the output first", "[schedule]") {
+  std::mt19937 rng(306);
+  Tensor a = realized({5}, DType::Float32, rng), b = realized({5}, DType::Float32, rng);
+  Tensor c = a.add(b);
+  auto sched = c.schedule();
+  REQUIRE(sched.size() == 1);
+  const ScheduleItem& si = sched[0];
+  REQUIRE(si.ast);
+  CHECK(si.ast->op == Ops::SINK);
+  REQUIRE(si.bufs.size() == 3); // output + two inputs
+  CHECK(si.bufs[0]->size == 5);
+  CHECK(si.bufs[0]->dtype == DType::Float32);
+  CHECK(!si.to_string().empty());
+  // schedule() is a preview: it leaves the tensor unrealized and repeatable
+  CHECK(c.schedule().size() == 1);
+}
+
+TEST_CASE("a 10,000-op elementwise chain builds and schedules", "[schedule][deep]") {
+  std::mt19937 rng(307);
+  Tensor a = realized({16}, DType::Float32, rng);
+  Tensor x = a;
+  for (int i = 0; i < 10000; i++)
+    x = (i % 2) ? x.add(sc(x, 1)) : x.mul(sc(x, 0.5));
+  auto sched = x.schedule();
+  CHECK(sched.size() >= 1);
+  CHECK(sched.size() <= 2);
+}
+
+TEST_CASE("a 300-op chain realizes with the right value", "[schedule][deep]") {
+  std::mt19937 rng(308);
+  A ra;
+  Tensor a = realized({8}, DType::Float32, rng, &ra);
+  Tensor x = a;
+  for (int i = 0; i < 300; i++)
+    x = x.mul(sc(x, 0.5)).add(sc(x, 1));
+  CHECK(kernels_during([&] { x.realize(); }) == 1);
+  A want = map(ra, [](double v) {
+    for (int i = 0; i < 300; i++)
+      v = v * 0.5 + 1;
+    return v;
+  });
+  check_values(x, want, 1e-5, 1e-6);
+}
