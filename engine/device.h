@@ -56,7 +56,8 @@ public:
   virtual void copyin(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyout(void* dst, const void* src, size_t bytes) = 0;
   // Linear program -> source text, and source text -> runnable program.
-  virtual std::string render(const std::string& fn, const std::vector<UOpRef>& linear) = 0;
+  // `parallel`: split the outermost loop by the (core, ncores) the program is run with.
+  virtual std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) = 0;
   virtual std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) = 0;
   // Compiles done by this process (the on-disk cache makes repeats free).
   virtual int compile_count() const { return 0; }

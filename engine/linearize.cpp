@@ -103,7 +103,7 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
   int nacc = 0;
   PatternMatcher to_acc{{UPat::op(Ops::REDUCE), [&](const Match& m) {
                            auto& r = m.root();
-                           Ops op = static_cast<Ops>(r->iarg());
+                           Ops op = r->rarg().op;
                            std::vector<UOpRef> src{UOp::cconst(r->dtype, reduce_identity(op, r->dtype))};
                            std::vector<UOpRef> rngs(r->src.begin() + 1, r->src.end());
                            src.insert(src.end(), rngs.begin(), rngs.end());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/pattern.h"
 #include "engine/settings.h"
@@ -74,14 +75,14 @@ bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
 // tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a tile of outputs
 // per loop iteration along dims where an input is broadcast (each loaded value is reused
 // across the tile, kept in registers), and unroll the innermost reduce loop.
-std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts) {
+std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const std::unordered_set<const UOp*>& loaded) {
   std::vector<std::string> applied;
   bool has_reduce = false;
   for (size_t d = 0; d < ks.full.size(); d++) has_reduce |= ks.reduces(d);
   if (!has_reduce) return applied;
   auto broadcast_in_some_view = [&](size_t d) {
     for (auto& [u, st] : sts)
-      if (st.shape() == ks.full && st.views.back().strides[d] == 0) return true;
+      if (loaded.count(u) && st.shape() == ks.full && st.views.back().strides[d] == 0) return true;
     return false;
   };
   // The output tile: up to 16 wide on the innermost broadcast dim (one AVX-512 vector of
@@ -145,7 +146,7 @@ struct Lowerer {
       for (size_t i = 1; i < copies.size(); i++) v = alu(op, {v, copies[i]});
     }
     loops[0] = v;
-    return loops.size() == 1 ? v : UOp::make(Ops::REDUCE, u->dtype, loops, static_cast<int64_t>(op));
+    return loops.size() == 1 ? v : UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
   }
 
   UOpRef lower(const UOpRef& u) {
@@ -210,7 +211,10 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
   for (const UOp* v : views_of(ast0)) sts.push_back({v, v->st()});
   if (!settings().noopt) {
     for (size_t i = ks.full.size(); i-- > 1;) try_merge(ks, sts, i - 1);
-    k.opts = hand_coded_opts(ks, sts);
+    std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
+    for (const UOp* u : toposort(ast0.get()))
+      if (u->op == Ops::LOAD) loaded.insert(u->src[1].get());
+    k.opts = hand_coded_opts(ks, sts, loaded);
   }
   std::vector<int64_t> new_axes;
   for (size_t d = 0; d < ks.full.size(); d++)

@@ -68,15 +68,19 @@ void estimate(const LoweredKernel& k, KernelInfo& info, const ScheduleItem& item
   for (auto& b : item.bufs) info.bytes += static_cast<int64_t>(b->nbytes());
 }
 
-} // namespace
-
-std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
-  LoweredKernel k = lower_kernel(ast);
-  return {{"ast", print_tree(k.ast)},
+std::vector<std::pair<std::string, std::string>> stages_of(const UOpRef& ast, const LoweredKernel& k) {
+  std::string opts = "dims merged to " + shape_str(k.full_shape) + (k.opts.empty() ? "" : ", opts:");
+  for (auto& o : k.opts) opts += " " + o;
+  return {{"ast", print_tree(ast)},
+          {"opts", opts + "\n" + print_tree(k.ast)},
           {"lowered", print_tree(k.lowered)},
           {"simplified", print_tree(k.simplified)},
           {"linear", linear_string(k.linear)}};
 }
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) { return stages_of(ast, lower_kernel(ast)); }
 
 static Compiled& compiled_for(const ScheduleItem& item) {
   const std::string& dev = item.bufs.at(0)->device;
@@ -86,8 +90,7 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   LoweredKernel k = lower_kernel(item.ast);
   int dbg = settings().debug;
   if (dbg >= 4) {
-    std::printf("--- scheduled AST\n%s--- lowered\n%s--- simplified\n%s--- linear\n%s", print_tree(k.ast).c_str(),
-                print_tree(k.lowered).c_str(), print_tree(k.simplified).c_str(), linear_string(k.linear).c_str());
+    for (auto& [stage, text] : stages_of(item.ast, k)) std::printf("--- %s\n%s", stage.c_str(), text.c_str());
   }
   auto c = std::make_unique<Compiled>();
   c->ast = item.ast;
@@ -95,9 +98,11 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   c->info.device = dev;
   c->info.full_shape = k.full_shape;
   c->info.out_shape = k.out_shape;
-  c->info.src = d.render(k.name, k.linear);
   estimate(k, c->info, item);
-  c->info.parallel = parallel_loop(k.linear) != nullptr;
+  // worth splitting across cores only when big: waking other threads costs microseconds
+  c->info.parallel = settings().threads > 1 && parallel_loop(k.linear) != nullptr &&
+                     c->info.flops + c->info.bytes / 4 > (1 << 18);
+  c->info.src = d.render(k.name, k.linear, c->info.parallel);
   if (dbg >= 3) std::printf("%s", c->info.src.c_str());
   int before = d.compile_count();
   c->program = d.compile(k.name, c->info.src);
@@ -115,8 +120,7 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     std::vector<void*> ptrs;
     for (auto& b : item.bufs) ptrs.push_back(b->ptr());
     auto t0 = std::chrono::steady_clock::now();
-    // small kernels stay on this thread: waking others costs more than they would save
-    int cores = c.info.parallel && c.info.flops + c.info.bytes / 4 > (1 << 18) ? settings().threads : 1;
+    int cores = c.info.parallel ? settings().threads : 1;
     if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     runs.push_back({&c.info, s});

@@ -30,7 +30,8 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items);
 // Lowers, renders and compiles (cached) without running.
 const KernelInfo& kernel_for(const ScheduleItem& item);
 
-// Every IR stage for one AST, as DEBUG=4 prints them: "ast", "lowered", "simplified", "linear".
+// Every IR stage for one AST, as DEBUG=4 prints them: "ast" (as scheduled), "opts" (dims merged,
+// UPCAST/UNROLL applied), "lowered" (loops and index math), "simplified", "linear".
 std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast);
 
 } // namespace mg

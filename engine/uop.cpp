@@ -301,7 +301,10 @@ std::string UOp::arg_string() const {
         } else if constexpr (std::is_same_v<T, int64_t>) os << v;
         else if constexpr (std::is_same_v<T, double>) os << v;
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) os << shape_str(v);
-        else if constexpr (std::is_same_v<T, ReduceArg>) os << name(v.op) << ", " << shape_str(v.axes);
+        else if constexpr (std::is_same_v<T, ReduceArg>) {
+          os << name(v.op);
+          if (!v.axes.empty()) os << ", axes " << shape_str(v.axes);
+        }
         else if constexpr (std::is_same_v<T, std::string>) os << v;
         else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>) os << v->to_string();
         else os << buffer_string(*v);
@@ -347,8 +350,9 @@ std::string print_tree(const UOpRef& root) {
       os << "%" << id << " = ";
     }
     os << name(u->op) << " " << name(u->dtype);
-    if (u->has_shape && u->op != Ops::CONST) os << " " << shape_str(u->shape);
-    std::string a = u->arg_string();
+    if (u->has_shape && !u->shape.empty()) os << " " << shape_str(u->shape);
+    // a RESHAPE's or EXPAND's arg is its shape, already printed
+    std::string a = (u->op == Ops::RESHAPE || u->op == Ops::EXPAND) ? "" : u->arg_string();
     if (!a.empty()) os << " " << a;
     os << "\n";
     for (auto& s : u->src) rec(s.get(), depth + 1);

@@ -96,7 +96,7 @@ std::string ptr_type(DType d) { return d == DType::BFloat16 ? "unsigned short" :
 
 } // namespace
 
-std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
+std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
   // Uses and loop depth of each node decide what is inlined: a value used once, in the loop
   // where it is computed, becomes part of its user's expression.
   std::unordered_map<const UOp*, int> uses, depth;
@@ -118,7 +118,7 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
   std::map<std::string, int> counters;
   auto fresh = [&](const std::string& p) { return p + std::to_string(counters[p]++); };
   int ind = 1;
-  const UOp* par = parallel_loop(linear);
+  const UOp* par = parallel ? parallel_loop(linear) : nullptr;
   auto line = [&](const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; };
   auto E = [&](const UOpRef& s) -> const std::string& {
     auto it = expr.find(s.get());
@@ -138,8 +138,8 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear) {
       expr[p] = n;
       if (p == par) { // this core's share of the outermost loop
         std::string sz = E(u->src[0]);
-        line("for (int " + n + " = (int)((long long)" + sz + "*core/ncores); " + n + " < (int)((long long)" + sz +
-             "*(core+1)/ncores); " + n + "++) {");
+        line("int lo = (int)(" + sz + "LL*core/ncores), hi = (int)(" + sz + "LL*(core+1)/ncores);");
+        line("for (int " + n + " = lo; " + n + " < hi; " + n + "++) {");
       } else line("for (int " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " + n + "++) {");
       ind++;
       break;

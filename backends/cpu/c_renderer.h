@@ -7,5 +7,5 @@
 #include "engine/uop.h"
 
 namespace mg {
-std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear);
+std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
 }

@@ -152,7 +152,9 @@ public:
   void copyout(void* dst, const void* src, size_t n) override {
     if (n) std::memcpy(dst, src, n);
   }
-  std::string render(const std::string& fn, const std::vector<UOpRef>& linear) override { return render_c(fn, linear); }
+  std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) override {
+    return render_c(fn, linear, parallel);
+  }
   int compile_count() const override { return compiles_; }
 
   std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
@@ -166,7 +168,13 @@ private:
   std::shared_ptr<SharedObject> load_or_build(const std::string& key, const std::string& src) {
     std::string dir = cache_dir();
     std::string so = dir + "/" + key + ".so";
-    if (::access(so.c_str(), R_OK) == 0) return std::make_shared<SharedObject>(so);
+    if (::access(so.c_str(), R_OK) == 0) {
+      try {
+        return std::make_shared<SharedObject>(so);
+      } catch (const std::runtime_error&) {
+        std::remove(so.c_str()); // a damaged cache entry: build it again
+      }
+    }
     mkdirs(dir);
     // Build beside the final name and rename: a crash or a second process never sees half a file.
     std::string tmp = dir + "/" + key + "." + std::to_string(::getpid());
