@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Runs moongrad's benchmark and its peers (PyTorch, NumPy/OpenBLAS from Debian) in one go and
-# prints each figure with its ratio. moongrad runs on one thread; PyTorch is shown at 1 thread
-# (same thread count) and at all cores.
+# prints each figure with its ratio, at the same thread count: 1 thread, and every core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./setup.sh >/dev/null
@@ -15,7 +14,8 @@ fi
 ninja -C build mgbench >/dev/null
 
 out=$(mktemp -d)
-build/mgbench > "$out/mg.txt"
+MG_THREADS=1 build/mgbench > "$out/mg1.txt"
+build/mgbench > "$out/mgn.txt"
 # unset OpenBLAS pinning for the peers only, so they run their best kernels (see TOOLCHAIN notes)
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py 1 > "$out/t1.txt"
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py "$(nproc)" > "$out/tn.txt"
@@ -25,7 +25,7 @@ w7() { hyperfine -N -w 3 -r 20 --export-json "$out/$1.json" "$2" >/dev/null 2>&1
        /usr/bin/python3 -c "import json;print('%.1f' % (json.load(open('$out/$1.json'))['results'][0]['median']*1e3))"; }
 mg_w7=$(w7 mg "build/moongrad -e print(1)")
 pt_w7=$(w7 pt "/usr/bin/python3 -c 'import torch;print(torch.ones(1))'")
-echo "W7 $mg_w7 ms" >> "$out/mg.txt"
+echo "W7 $mg_w7 ms" >> "$out/mg1.txt"
 echo "W7 $pt_w7 ms" >> "$out/t1.txt"
 
 /usr/bin/python3 - "$out" <<'PY'
@@ -36,21 +36,24 @@ def load(f):
   for line in open(f"{d}/{f}"):
     k, v, u = line.split(); r[k] = (float(v), u)
   return r
-mg, t1, tn = load("mg.txt"), load("t1.txt"), load("tn.txt")
+mg1, mgn, t1, tn = load("mg1.txt"), load("mgn.txt"), load("t1.txt"), load("tn.txt")
 names = {"W1": "elementwise ((a+1)*2).relu()-b*0.5, 4M f32", "W6": "100-op chain on 16 elems, per realize",
          "G1": "10k-op chain build+schedule", "M1": "512x512 f32 matmul", "W7": "start to first print (-e)"}
 higher = {"GB/s", "GFLOPS"}
-print(f"{'workload':44} {'moongrad':>14} {'torch 1 thr':>14} {'ratio':>7} {'torch all':>14} {'ratio':>7}")
+def cell(v, u): return f"{v:>9.3f} {u:<6}"
+print(f"{'workload':42} {'moongrad 1thr':>16} {'torch 1thr':>16} {'ratio':>7} | {'moongrad all':>16} {'torch all':>16} {'ratio':>7}")
 for k in ["W1", "W6", "G1", "M1", "W7"]:
-  v, u = mg[k]
-  row = f"{names[k]:44} {v:>9.3f} {u:<4}"
-  for peer in (t1, tn):
+  row = f"{names[k]:42}"
+  for mg, peer in ((mg1, t1), (mgn, tn)):
+    if k not in mg: continue
+    v, u = mg[k]
+    row += " " + cell(v, u)
     if k in peer:
       p = peer[k][0]
-      ratio = v / p if u in higher else p / v
-      row += f" {p:>9.3f} {u:<4} {ratio:>6.2f}x"
-  print(row)
-if "B1" in t1: print(f"{'OpenBLAS sgemm 512 via numpy (ceiling)':44} {'':>14} {t1['B1'][0]:>9.2f} GFLOPS (1 thr)  {tn['B1'][0]:.2f} (all)")
+      row += " " + cell(p, u) + f" {(v / p if u in higher else p / v):>6.2f}x"
+    row += " |"
+  print(row.rstrip(" |"))
+if "B1" in t1: print(f"{'OpenBLAS sgemm 512 via numpy (ceiling)':42} {t1['B1'][0]:.2f} GFLOPS at 1 thread, {tn['B1'][0]:.2f} at all cores")
 print("ratio > 1 means moongrad is faster")
 PY
 rm -rf "$out"
