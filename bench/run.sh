@@ -20,11 +20,20 @@ build/mgbench > "$out/mgn.txt"
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py 1 > "$out/t1.txt"
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py "$(nproc)" > "$out/tn.txt"
 
+# optional: tinygrad, where the user has a checkout (nothing is downloaded)
+tg_env=(env PYTHONPATH="${TINYGRAD_PATH:-}" CPU=1)
+if [ -n "${TINYGRAD_PATH:-}" ] && "${tg_env[@]}" /usr/bin/python3 -c "import tinygrad" 2>/dev/null; then
+  "${tg_env[@]}" /usr/bin/python3 bench/peer_tinygrad.py > "$out/tg.txt"
+fi
+
 # W7: process start to first printed result
 w7() { hyperfine -N -w 3 -r 20 --export-json "$out/$1.json" "$2" >/dev/null 2>&1
        /usr/bin/python3 -c "import json;print('%.1f' % (json.load(open('$out/$1.json'))['results'][0]['median']*1e3))"; }
 mg_w7=$(w7 mg "build/moongrad -e print(1)")
 pt_w7=$(w7 pt "/usr/bin/python3 -c 'import torch;print(torch.ones(1))'")
+if [ -s "$out/tg.txt" ]; then
+  echo "W7 $(w7 tg "env PYTHONPATH=$TINYGRAD_PATH CPU=1 /usr/bin/python3 -c 'from tinygrad import Tensor;print(Tensor([1,2]).sum().item())'") ms" >> "$out/tg.txt"
+fi
 echo "W7 $mg_w7 ms" >> "$out/mg1.txt"
 echo "W7 $pt_w7 ms" >> "$out/t1.txt"
 
@@ -53,6 +62,14 @@ for k in ["W1", "W6", "G1", "M1", "W7"]:
       row += " " + cell(p, u) + f" {(v / p if u in higher else p / v):>6.2f}x"
     row += " |"
   print(row.rstrip(" |"))
+import os
+if os.path.exists(f"{d}/tg.txt"):
+  tg = load("tg.txt")
+  print(f"\ntinygrad (TINYGRAD_PATH, CPU backend, its default threads) against moongrad at all cores:")
+  for k in ["W1", "W6", "M1", "W7"]:
+    if k in tg and k in (mgn if k != "W7" else mg1):
+      v, u = (mgn if k != "W7" else mg1)[k]; p = tg[k][0]
+      print(f"{names[k]:42} {cell(v, u)} {cell(p, u)} {(v / p if u in higher else p / v):>6.2f}x")
 if "B1" in t1: print(f"{'OpenBLAS sgemm 512 via numpy (ceiling)':42} {t1['B1'][0]:.2f} GFLOPS at 1 thread, {tn['B1'][0]:.2f} at all cores")
 print("ratio > 1 means moongrad is faster")
 PY
