@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/device.h"
 #include "engine/pattern.h"
@@ -46,6 +47,7 @@ struct Scheduler {
   bool commit; // set `realized` on graph nodes (false: preview only)
   std::vector<ScheduleItem> items;
   std::unordered_map<const UOp*, UOpRef> done; // node -> realized buffer view
+  std::unordered_set<const UOp*> own_kernel;   // reduces that feed several kernels: computed once
 
   // Schedules `u` as a kernel (after its dependencies) and returns its buffer view.
   UOpRef realize(const UOpRef& u);
@@ -83,7 +85,7 @@ struct KernelBuilder {
   // The first reduce reachable from the root through elementwise ops and reshapes.
   void find_reduce(const UOp* u) {
     if (!red_axes.empty() || s.done.count(u) || u->realized) return;
-    if (u->op == Ops::REDUCE_AXIS) {
+    if (u->op == Ops::REDUCE_AXIS && !(s.own_kernel.count(u) && u != root)) {
       red_in = u->src[0]->shape, red_out = u->shape, red_axes = u->rarg().axes, red_op = u->rarg().op;
       return;
     }
@@ -124,6 +126,7 @@ struct KernelBuilder {
       if (u.get() == root) return walk(u->src[0], path, in_reduce);
       return leaf(s.realize(u), path, in_reduce);
     case Ops::REDUCE_AXIS: {
+      if (s.own_kernel.count(u.get()) && u.get() != root) return leaf(s.realize(u), path, in_reduce);
       bool plain = std::all_of(path.begin(), path.end(), [](const UOp* x) { return x->op == Ops::RESHAPE; });
       bool same = u->src[0]->shape == red_in && u->rarg().axes == red_axes;
       if (plain && same && !in_reduce)
@@ -173,10 +176,45 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   return bv;
 }
 
-std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs, bool commit) {
-  Scheduler s{commit};
+// A reduce whose value flows through elementwise ops and reshapes into more than one output
+// would be recomputed by each output's kernel: give it a kernel of its own (tinygrad's rule).
+std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector<UOpRef>& outs) {
+  std::unordered_map<const UOp*, std::vector<const UOp*>> parents;
+  std::unordered_set<const UOp*> is_out, seen;
+  std::vector<const UOp*> reduces;
   for (auto& o : outs) {
-    UOpRef u = resolve_realized(o);
+    is_out.insert(o.get());
+    for (const UOp* u : toposort(o.get())) {
+      if (!seen.insert(u).second) continue;
+      if (u->op == Ops::REDUCE_AXIS) reduces.push_back(u);
+      for (auto& x : u->src) parents[x.get()].push_back(u);
+    }
+  }
+  std::unordered_set<const UOp*> r;
+  for (const UOp* red : reduces) {
+    std::unordered_set<const UOp*> outs_reached, visited{red};
+    std::vector<const UOp*> todo{red};
+    while (!todo.empty()) {
+      const UOp* u = todo.back();
+      todo.pop_back();
+      if (is_out.count(u)) outs_reached.insert(u);
+      for (const UOp* p : parents[u])
+        if ((is_elementwise(p->op) || p->op == Ops::RESHAPE || p->op == Ops::DETACH) && visited.insert(p).second)
+          todo.push_back(p);
+    }
+    if (outs_reached.size() > 1) r.insert(red);
+  }
+  return r;
+}
+
+std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit) {
+  Scheduler s{commit};
+  std::vector<UOpRef> resolved;
+  for (auto& o : outs0) resolved.push_back(resolve_realized(o));
+  s.own_kernel = reduces_feeding_several_outputs(resolved);
+  for (size_t i = 0; i < outs0.size(); i++) {
+    const UOpRef& o = outs0[i];
+    const UOpRef& u = resolved[i];
     if (is_buffer_view(u.get()) || u->numel() == 0) {
       // movement ops alone make no kernel; an empty tensor needs no work
       if (u->numel() == 0 && !is_buffer_view(u.get())) {

@@ -204,3 +204,21 @@ TEST_CASE("a 300-op chain realizes with the right value", "[schedule][deep]") {
   });
   check_values(x, want, 1e-5, 1e-6);
 }
+
+TEST_CASE("a reduce feeding two outputs runs once, in a kernel of its own", "[schedule]") {
+  std::mt19937 rng(320);
+  A ra;
+  Tensor x = realized({6, 5}, DType::Float32, rng, &ra);
+  Tensor s = x.sum(std::vector<int64_t>{1});
+  Tensor b = s.add(sc(s, 1)), c = s.mul(sc(s, 2));
+  // one kernel for the sum, one for each output; not the sum computed twice
+  CHECK(kernels_during([&] { Tensor::realize_all({&b, &c}); }) == 3);
+  A rs({6}, std::vector<double>(6, 0));
+  for (int64_t i = 0; i < 6; i++)
+    for (int64_t j = 0; j < 5; j++) rs.data[i] += ra.data[i * 5 + j];
+  check_values(b, map(rs, [](double v) { return v + 1; }), 1e-5, 1e-5);
+  check_values(c, map(rs, [](double v) { return v * 2; }), 1e-5, 1e-5);
+  // a reduce used twice inside one output's kernel stays fused
+  Tensor t = x.sum();
+  CHECK(t.add(t.mul(sc(t, 2))).schedule().size() == 1);
+}
