@@ -4,9 +4,15 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "engine/counters.h"
 #include "engine/settings.h"
 
 namespace mg {
+
+GlobalCounters& global_counters() {
+  static GlobalCounters g;
+  return g;
+}
 
 namespace {
 struct Registry {
@@ -35,7 +41,10 @@ void* Buffer::ptr() {
     if (!fl.empty()) {
       ptr_ = fl.back();
       fl.pop_back();
-    } else ptr_ = get_device(device).alloc(nbytes() ? nbytes() : 1);
+    } else {
+      ptr_ = get_device(device).alloc(nbytes() ? nbytes() : 1);
+      global_counters().mem_used += static_cast<int64_t>(nbytes());
+    }
   }
   return ptr_;
 }

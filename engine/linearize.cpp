@@ -83,6 +83,11 @@ struct Linearizer {
       push(UOp::make(Ops::ASSIGN, acc->dtype, {acc, upd}));
     }
     for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
+    // values computed inside the closed loops are out of scope now: another loop nest over the
+    // same ranges (an accumulator at another level) must compute them again
+    uint64_t closed = 0;
+    for (auto& r : ranges) closed |= bit.at(r.get());
+    std::erase_if(emitted, [&](const UOp* u) { return (mask(u) & closed) != 0; });
   }
 
   // toposort hands out raw pointers; emit needs the owning reference

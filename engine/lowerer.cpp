@@ -111,15 +111,19 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const s
   return applied;
 }
 
-UOpRef view_uop(const ShapeTracker& st) {
-  return UOp::make(Ops::VIEW, DType::Void, {}, std::make_shared<const ShapeTracker>(st));
-}
-
 // Copies of `u`, one per value of the expanded dim `ph`.
 std::vector<UOpRef> expand_dim(const UOpRef& u, const UOpRef& ph, int64_t n) {
   std::vector<UOpRef> r;
   for (int64_t c = 0; c < n; c++) r.push_back(substitute(u, {{ph.get(), UOp::cconst(DType::Int32, double(c))}}));
   return r;
+}
+
+// x*(1/y), which is how Tensor divides, becomes a true division (x*(1/x) can be 0.99999994).
+const PatternMatcher& pm_divide() {
+  static const PatternMatcher pm{
+      {UPat::var("x") * UPat::op(Ops::RECIP, {UPat::var("y")}),
+       [](const Match& m) { return is_float(m["x"]->dtype) ? alu(Ops::FDIV, {m["x"], m["y"]}) : nullptr; }}};
+  return pm;
 }
 
 struct Lowerer {
@@ -252,7 +256,8 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
     stores = std::move(next);
   }
   k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
-  k.simplified = graph_rewrite(k.lowered, settings().noopt ? symbolic_simple() : symbolic());
+  // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
+  k.simplified = graph_rewrite(graph_rewrite(k.lowered, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
   k.linear = linearize(k.simplified);
   k.name = new_axes.empty() ? "E" : "r";
   for (auto d : ks.full) k.name += "_" + std::to_string(d);

@@ -27,6 +27,7 @@ namespace mg {
   X(SUB, Binary)                                                                                             \
   X(MUL, Binary)                                                                                             \
   X(IDIV, Binary)                                                                                            \
+  X(FDIV, Binary) /* true division: made late, from x*(1/y) */                                                \
   X(MOD, Binary)                                                                                             \
   X(MAX, Binary)                                                                                             \
   X(POW, Binary)                                                                                             \

@@ -84,7 +84,7 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) { 
 
 static Compiled& compiled_for(const ScheduleItem& item) {
   const std::string& dev = item.bufs.at(0)->device;
-  auto& per_dev = cache()[dev];
+  auto& per_dev = cache()[dev + (settings().noopt ? "/noopt" : "")]; // NOOPT lowers the same AST differently
   if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
   Device& d = get_device(dev);
   LoweredKernel k = lower_kernel(item.ast);

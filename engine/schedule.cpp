@@ -78,10 +78,6 @@ struct KernelBuilder {
     return st;
   }
 
-  static UOpRef view_uop(const ShapeTracker& st) {
-    return UOp::make(Ops::VIEW, DType::Void, {}, std::make_shared<const ShapeTracker>(st));
-  }
-
   // The first reduce reachable from the root through elementwise ops and reshapes.
   void find_reduce(const UOp* u) {
     if (!red_axes.empty() || s.done.count(u) || u->realized) return;
@@ -154,20 +150,13 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   if (auto it = done.find(u.get()); it != done.end()) return it->second;
   KernelBuilder kb{*this, u.get()};
   kb.find_reduce(u.get());
-  std::string dev;
   auto out = std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->numel()));
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u, {}, false);
-  for (size_t i = 1; i < kb.bufs.size(); i++) // a kernel runs where its inputs live
-    if (kb.bufs[i]->device != out->device) {
-      auto moved = std::make_shared<Buffer>(kb.bufs[i]->device, u->dtype, out->size);
-      kb.bufs[0] = out = moved;
-      break;
-    }
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
   UOpRef store = UOp::make(Ops::STORE, DType::Void,
-                           {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), KernelBuilder::view_uop(store_st), value});
+                           {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
   items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
   UOpRef bv = UOp::make(Ops::BUFFER, u->dtype, {}, out);
   if (bv->shape != u->shape) bv = UOp::make(Ops::RESHAPE, u->dtype, {bv}, u->shape);

@@ -1,5 +1,6 @@
 #include "engine/shapetracker.h"
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
@@ -14,6 +15,10 @@ std::vector<int64_t> strides_for_shape(const Shape& shape) {
     acc *= shape[i];
   }
   return st;
+}
+
+UOpRef view_uop(const ShapeTracker& st) {
+  return UOp::make(Ops::VIEW, DType::Void, {}, std::make_shared<const ShapeTracker>(st));
 }
 
 std::vector<std::pair<int64_t, int64_t>> unflatten_pairs(const std::vector<int64_t>& v) {
@@ -65,7 +70,7 @@ int64_t View::size() const {
 
 std::optional<View> View::reshape(const Shape& ns) const {
   if (ns == shape) return *this;
-  if (contiguous) return create(ns);
+  if (contiguous || std::find(ns.begin(), ns.end(), 0) != ns.end()) return create(ns); // empty: nothing to map
   auto strip = [](const Shape& s) {
     Shape r;
     for (auto d : s)

@@ -65,6 +65,9 @@ struct ShapeTracker {
   std::string to_string() const;
 };
 
+// The VIEW UOp a kernel AST uses to say how a LOAD, STORE or CONST is indexed.
+UOpRef view_uop(const ShapeTracker& st);
+
 // Movement-op args in the flat form UOps carry: pairs are [a0, b0, a1, b1, ...].
 std::vector<std::pair<int64_t, int64_t>> unflatten_pairs(const std::vector<int64_t>& v);
 

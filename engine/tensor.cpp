@@ -1,4 +1,5 @@
 // Tensor creation, realizing and reading back.
+#include "engine/errors.h"
 #include "engine/tensor.h"
 
 #include <chrono>
@@ -16,18 +17,12 @@
 
 namespace mg {
 
-GlobalCounters& global_counters() {
-  static GlobalCounters g;
-  return g;
-}
-
 namespace {
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
 int64_t prod(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) {
-    if (d < 0) fail("negative dimension in shape " + shape_str(s));
+    if (d < 0) user_error("negative dimension in shape " + shape_str(s));
     n *= d;
   }
   return n;
@@ -116,9 +111,9 @@ std::string Tensor::device() const {
 Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DType dtype, const std::string& device) {
   int64_t n = prod(shape);
   if (static_cast<int64_t>(data.size()) != n)
-    fail("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) + " needs " +
+    user_error("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) + " needs " +
          std::to_string(n));
-  if (dtype == DType::Void) fail("cannot make a tensor of dtype void");
+  if (dtype == DType::Void) user_error("cannot make a tensor of dtype void");
   auto b = std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
   std::vector<unsigned char> bytes(b->nbytes());
   for (int64_t i = 0; i < n; i++) store_as(dtype, bytes.data() + i * itemsize(dtype), data[i]);
@@ -139,7 +134,7 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, const std::st
 }
 
 Tensor Tensor::arange(double start, double stop, double step, std::optional<DType> dtype) {
-  if (step == 0) fail("arange step cannot be 0");
+  if (step == 0) user_error("arange step cannot be 0");
   DType d = dtype.value_or(std::floor(start) == start && std::floor(stop) == stop && std::floor(step) == step
                                ? default_int
                                : default_float);
@@ -151,7 +146,7 @@ Tensor Tensor::arange(double start, double stop, double step, std::optional<DTyp
 }
 
 Tensor Tensor::eye(int64_t n, DType dtype) {
-  if (n < 0) fail("eye size must be >= 0");
+  if (n < 0) user_error("eye size must be >= 0");
   if (n == 0) return Tensor::empty({0, 0}, dtype);
   // ones in column 0 of an (n, n+1) grid, flattened: every (n+1)-th element is 1
   return full({n, 1}, 1, dtype).pad({{0, 0}, {0, n}}).flatten().shrink({{0, n * n}}).reshape({n, n});
@@ -249,7 +244,7 @@ std::vector<double> Tensor::data() {
 }
 
 double Tensor::item() {
-  if (numel() != 1) fail("item() needs a tensor with one element, got shape " + shape_str(shape()));
+  if (numel() != 1) user_error("item() needs a tensor with one element, got shape " + shape_str(shape()));
   return data()[0];
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/counters.h"
 #include "engine/dtype.h"
 #include "engine/schedule.h"
 #include "engine/uop.h"
@@ -143,16 +144,5 @@ private:
 // Broadcasts two tensors to one shape and promotes them to one dtype.
 std::pair<Tensor, Tensor> broadcasted(const Tensor& a, const Tensor& b);
 Shape broadcast_shape(const Shape& a, const Shape& b);
-
-// Kernel counters for the whole process (like tinygrad's GlobalCounters).
-struct GlobalCounters {
-  int64_t kernel_count = 0;
-  int64_t mem_used = 0;
-  double time_sum_s = 0;
-  int64_t global_ops = 0;
-  int64_t global_mem = 0;
-  int64_t kernels_compiled = 0; // compiler runs (a kernel found in the on-disk cache is not one)
-};
-GlobalCounters& global_counters();
 
 } // namespace mg

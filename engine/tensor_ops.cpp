@@ -4,12 +4,12 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "engine/errors.h"
 #include "engine/tensor.h"
 
 namespace mg {
 
 namespace {
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 std::string axes_str(const std::vector<int64_t>& a) { return shape_str(a); }
 constexpr double kLog2E = 1.4426950408889634, kLn2 = 0.6931471805599453;
 } // namespace
@@ -21,7 +21,7 @@ Shape broadcast_shape(const Shape& a, const Shape& b) {
     int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (x != y && x != 1 && y != 1)
-      fail("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b) + ": dim " + std::to_string(i) +
+      user_error("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b) + ": dim " + std::to_string(i) +
            " is " + std::to_string(x) + " vs " + std::to_string(y));
     out[i] = x == 1 ? y : x;
   }
@@ -51,7 +51,7 @@ Tensor Tensor::from_scalar(Scalar s, const Tensor& like) {
 int64_t Tensor::resolve_axis(int64_t axis) const {
   int64_t n = ndim();
   if (axis < -std::max<int64_t>(n, 1) || axis >= std::max<int64_t>(n, 1))
-    fail("axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
+    user_error("axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
   return axis < 0 ? axis + n : axis;
 }
 
@@ -66,7 +66,7 @@ Tensor Tensor::binop(Ops op, const Tensor& b, bool to_float) const {
 }
 
 Tensor Tensor::cast(DType d) const {
-  if (d == DType::Void) fail("cannot cast a tensor to void");
+  if (d == DType::Void) user_error("cannot cast a tensor to void");
   if (d == dtype()) return *this;
   return Tensor(UOp::make(Ops::CAST, d, {uop}));
 }
@@ -100,7 +100,7 @@ Tensor Tensor::idiv(const Tensor& b) const {
 Tensor Tensor::pow(const Tensor& b) const {
   auto [x, y] = broadcasted(*this, b);
   DType out = x.dtype();
-  DType f = float_of(out);
+  DType f = is_float(out) ? out : DType::Float64; // float64 holds integer powers exactly up to 2^53
   Tensor r(alu(Ops::POW, {x.cast(f).uop, y.cast(f).uop}));
   return r.cast(out);
 }
@@ -161,19 +161,13 @@ Tensor Tensor::reduce(Ops op, Axes axes, bool keepdim) const {
   else
     for (auto a : *axes) ax.push_back(resolve_axis(a));
   std::sort(ax.begin(), ax.end());
-  if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) fail("repeated axis in reduce: " + axes_str(*axes));
+  if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) user_error("repeated axis in reduce: " + axes_str(*axes));
   Shape kept = shape();
   bool empty = false;
   for (auto a : ax) empty |= kept[a] == 0, kept[a] = 1;
-  if (empty) { // a reduction over nothing is its identity, as in tinygrad
-    Tensor r = Tensor::full(kept, op == Ops::ADD ? 0 : dtype_min(dtype()), dtype());
-    if (keepdim) return r;
-    Shape s;
-    for (int64_t i = 0; i < ndim(); i++)
-      if (std::find(ax.begin(), ax.end(), i) == ax.end()) s.push_back(shape()[i]);
-    return r.reshape(s);
-  }
-  Tensor r = ax.empty() ? *this : Tensor(UOp::make(Ops::REDUCE_AXIS, dtype(), {uop}, ReduceArg{op, ax}));
+  Tensor r = *this;
+  if (empty) r = Tensor::full(kept, op == Ops::ADD ? 0 : dtype_min(dtype()), dtype()); // identity, as in tinygrad
+  else if (!ax.empty()) r = Tensor(UOp::make(Ops::REDUCE_AXIS, dtype(), {uop}, ReduceArg{op, ax}));
   if (keepdim) return r;
   Shape s;
   for (int64_t i = 0; i < ndim(); i++)
@@ -254,17 +248,17 @@ Tensor Tensor::reshape(const Shape& s0) const {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < s.size(); i++) {
     if (s[i] == -1) {
-      if (infer >= 0) fail("reshape " + shape_str(s0) + ": only one dimension can be -1");
+      if (infer >= 0) user_error("reshape " + shape_str(s0) + ": only one dimension can be -1");
       infer = static_cast<int64_t>(i);
-    } else if (s[i] < 0) fail("reshape " + shape_str(s0) + ": negative dimension");
+    } else if (s[i] < 0) user_error("reshape " + shape_str(s0) + ": negative dimension");
     else known *= s[i];
   }
   if (infer >= 0) {
-    if (known == 0 || numel() % known) fail("cannot reshape " + shape_str(shape()) + " to " + shape_str(s0));
+    if (known == 0 || numel() % known) user_error("cannot reshape " + shape_str(shape()) + " to " + shape_str(s0));
     s[infer] = numel() / known;
   }
   if (known * (infer >= 0 ? s[infer] : 1) != numel())
-    fail("cannot reshape " + shape_str(shape()) + " (" + std::to_string(numel()) + " elements) to " + shape_str(s0) +
+    user_error("cannot reshape " + shape_str(shape()) + " (" + std::to_string(numel()) + " elements) to " + shape_str(s0) +
          " (" + std::to_string(known) + " elements)");
   if (s == shape()) return *this;
   return movement(Ops::RESHAPE, s);
@@ -277,7 +271,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& order0) const {
   std::sort(sorted.begin(), sorted.end());
   bool ok = static_cast<int64_t>(order.size()) == ndim();
   for (size_t i = 0; ok && i < sorted.size(); i++) ok = sorted[i] == static_cast<int64_t>(i);
-  if (!ok) fail("permute order " + axes_str(order0) + " is not a permutation of the axes of shape " + shape_str(shape()));
+  if (!ok) user_error("permute order " + axes_str(order0) + " is not a permutation of the axes of shape " + shape_str(shape()));
   bool identity = true;
   for (size_t i = 0; i < order.size(); i++) identity &= order[i] == static_cast<int64_t>(i);
   if (identity) return *this;
@@ -294,7 +288,7 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
 
 Tensor Tensor::expand(const Shape& s0) const {
   if (s0.size() < shape().size())
-    fail("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": fewer dimensions");
+    user_error("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": fewer dimensions");
   Tensor t = *this;
   if (s0.size() > shape().size()) {
     Shape p(s0.size() - shape().size(), 1);
@@ -305,7 +299,7 @@ Tensor Tensor::expand(const Shape& s0) const {
   for (size_t i = 0; i < s.size(); i++) {
     if (s[i] == -1) s[i] = t.shape()[i];
     if (t.shape()[i] != s[i] && t.shape()[i] != 1)
-      fail("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": dim " + std::to_string(i) +
+      user_error("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": dim " + std::to_string(i) +
            " has size " + std::to_string(t.shape()[i]) + ", not 1");
   }
   if (s == t.shape()) return t;
@@ -314,11 +308,11 @@ Tensor Tensor::expand(const Shape& s0) const {
 
 Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& p, double value) const {
   if (static_cast<int64_t>(p.size()) != ndim())
-    fail("pad needs one (before, after) pair per dim: got " + std::to_string(p.size()) + " for shape " + shape_str(shape()));
+    user_error("pad needs one (before, after) pair per dim: got " + std::to_string(p.size()) + " for shape " + shape_str(shape()));
   std::vector<int64_t> flat;
   bool any = false;
   for (auto [b, a] : p) {
-    if (b < 0 || a < 0) fail("pad amounts must be >= 0 (shape " + shape_str(shape()) + ")");
+    if (b < 0 || a < 0) user_error("pad amounts must be >= 0 (shape " + shape_str(shape()) + ")");
     flat.push_back(b), flat.push_back(a);
     any |= b || a;
   }
@@ -331,13 +325,13 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& p, double val
 
 Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& s) const {
   if (static_cast<int64_t>(s.size()) != ndim())
-    fail("shrink needs one (start, end) pair per dim: got " + std::to_string(s.size()) + " for shape " + shape_str(shape()));
+    user_error("shrink needs one (start, end) pair per dim: got " + std::to_string(s.size()) + " for shape " + shape_str(shape()));
   std::vector<int64_t> flat;
   bool same = true;
   for (size_t i = 0; i < s.size(); i++) {
     auto [b, e] = s[i];
     if (b < 0 || e > shape()[i] || b > e)
-      fail("shrink (" + std::to_string(b) + ", " + std::to_string(e) + ") is out of range for dim " + std::to_string(i) +
+      user_error("shrink (" + std::to_string(b) + ", " + std::to_string(e) + ") is out of range for dim " + std::to_string(i) +
            " of shape " + shape_str(shape()));
     flat.push_back(b), flat.push_back(e);
     same &= b == 0 && e == shape()[i];
@@ -350,7 +344,7 @@ Tensor Tensor::flip(const std::vector<int64_t>& axes) const {
   std::vector<int64_t> f(ndim(), 0);
   for (auto a : axes) {
     int64_t r = resolve_axis(a);
-    if (f[r]) fail("flip: axis " + std::to_string(a) + " given twice");
+    if (f[r]) user_error("flip: axis " + std::to_string(a) + " given twice");
     f[r] = 1;
   }
   if (std::all_of(f.begin(), f.end(), [](int64_t v) { return v == 0; })) return *this;
@@ -373,7 +367,7 @@ Tensor Tensor::squeeze(std::optional<int64_t> axis) const {
 
 Tensor Tensor::unsqueeze(int64_t axis) const {
   int64_t n = ndim() + 1;
-  if (axis < -n || axis >= n) fail("unsqueeze axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
+  if (axis < -n || axis >= n) user_error("unsqueeze axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
   if (axis < 0) axis += n;
   Shape s = shape();
   s.insert(s.begin() + axis, 1);
@@ -384,7 +378,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (ndim() == 0) return reshape({1});
   start = resolve_axis(start), end = resolve_axis(end);
   if (start > end)
-    fail("flatten: start axis " + std::to_string(start) + " is after end axis " + std::to_string(end) + " for shape " +
+    user_error("flatten: start axis " + std::to_string(start) + " is after end axis " + std::to_string(end) + " for shape " +
          shape_str(shape()));
   Shape s(shape().begin(), shape().begin() + start);
   int64_t p = 1;
@@ -396,7 +390,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 
 Tensor Tensor::slice(const std::vector<Slice>& idx) const {
   if (static_cast<int64_t>(idx.size()) > ndim())
-    fail("too many indices (" + std::to_string(idx.size()) + ") for shape " + shape_str(shape()));
+    user_error("too many indices (" + std::to_string(idx.size()) + ") for shape " + shape_str(shape()));
   Tensor t = *this;
   std::vector<std::pair<int64_t, int64_t>> sh;
   std::vector<int64_t> flips, steps(ndim(), 1);
@@ -407,13 +401,13 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
     if (s.is_index) {
       int64_t i = s.index < 0 ? s.index + n : s.index;
       if (i < 0 || i >= n)
-        fail("index " + std::to_string(s.index) + " is out of bounds for axis " + std::to_string(d) + " with size " +
+        user_error("index " + std::to_string(s.index) + " is out of bounds for axis " + std::to_string(d) + " with size " +
              std::to_string(n));
       sh.push_back({i, i + 1});
       continue;
     }
     int64_t step = s.step.value_or(1);
-    if (step == 0) fail("slice step cannot be 0 (axis " + std::to_string(d) + ")");
+    if (step == 0) user_error("slice step cannot be 0 (axis " + std::to_string(d) + ")");
     int64_t lo, hi;
     if (step > 0) {
       int64_t b = s.start.value_or(0), e = s.stop.value_or(n);
@@ -457,10 +451,10 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
 
 Tensor Tensor::matmul(const Tensor& w) const {
   int64_t n1 = ndim(), n2 = w.ndim();
-  if (n1 == 0 || n2 == 0) fail("matmul needs at least 1-D tensors: got shapes " + shape_str(shape()) + " and " + shape_str(w.shape()));
+  if (n1 == 0 || n2 == 0) user_error("matmul needs at least 1-D tensors: got shapes " + shape_str(shape()) + " and " + shape_str(w.shape()));
   int64_t k1 = shape().back(), k2 = w.shape()[n2 >= 2 ? n2 - 2 : 0];
   if (k1 != k2)
-    fail("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" + std::to_string(k1) +
+    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" + std::to_string(k1) +
          " != " + std::to_string(k2) + ")");
   // x: (..., n, 1, k); w: (..., 1, m, k); multiply and sum the last axis.
   int64_t ones = std::min({n1 - 1, n2 - 1, int64_t(1)});

@@ -160,6 +160,7 @@ UOp::~UOp() {
 size_t live_uops() { return table().map.size(); }
 
 double truncate_to(DType dt, double v) {
+  if (!is_float(dt) && !std::isfinite(v)) return 0; // no integer holds nan or inf
   switch (dt) {
   case DType::Bool: return v != 0 ? 1 : 0;
   case DType::Int8: return static_cast<int8_t>(static_cast<int64_t>(v));
@@ -172,6 +173,14 @@ double truncate_to(DType dt, double v) {
   case DType::UInt64: return v < 0 ? static_cast<double>(static_cast<uint64_t>(static_cast<int64_t>(v))) : std::trunc(v);
   case DType::Float32: return static_cast<float>(v);
   case DType::Float16: return static_cast<double>(static_cast<_Float16>(v));
+  case DType::BFloat16: { // round to nearest even on the top 16 bits of the float32
+    float f = static_cast<float>(v);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (!std::isnan(f)) u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
   default: return v;
   }
 }
@@ -218,7 +227,8 @@ double exec_alu(Ops op, DType dt, const std::vector<double>& v) {
     if (fl) r = std::fmod(v[0], v[1]);
     else r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) % I(v[1]));
     break;
-  case Ops::MAX: r = std::max(v[0], v[1]); break;
+  case Ops::MAX: r = std::isnan(v[0]) || std::isnan(v[1]) ? NAN : std::max(v[0], v[1]); break;
+  case Ops::FDIV: r = v[0] / v[1]; break;
   case Ops::POW: r = std::pow(v[0], v[1]); break;
   case Ops::CMPLT: return v[0] < v[1];
   case Ops::CMPNE: return v[0] != v[1];

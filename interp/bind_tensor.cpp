@@ -260,6 +260,7 @@ int t_realize_all(lua_State* L) {
   int top = lua_gettop(L);
   if (top == 1 && lua_type(L, 1) == LUA_TTABLE) { // realize_all{a, b}: unpack the list
     lua_Integer n = max_index(L, 1);
+    luaL_checkstack(L, static_cast<int>(std::min<lua_Integer>(n, 1000000)), "Tensor.realize_all: too many tensors");
     for (lua_Integer i = 1; i <= n; i++)
       lua_rawgeti(L, 1, i);
   }
@@ -740,6 +741,9 @@ void open_tensor(lua_State* L) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, t_gc);
   lua_setfield(L, -2, "__gc");
+  // hide the metatable from Lua: calling __gc by hand would destroy the object twice
+  lua_pushstring(L, "locked");
+  lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
   lua_setglobal(L, "Tensor");
 }

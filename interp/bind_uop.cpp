@@ -331,6 +331,9 @@ void new_meta(lua_State* L, const char* meta, const Binding& index, const Bindin
   luaL_newmetatable(L, meta);
   lua_pushcfunction(L, gc_ud<T>);
   lua_setfield(L, -2, "__gc");
+  // hide the metatable from Lua: calling __gc by hand would destroy the object twice
+  lua_pushstring(L, "locked");
+  lua_setfield(L, -2, "__metatable");
   push_binding(L, tostr);
   lua_setfield(L, -2, "__tostring");
   if (eq) {

@@ -27,9 +27,14 @@ std::string literal(DType d, double v) {
     return v < 0 ? "(" + s + ")" : s;
   }
   if (d == DType::Bool) return v != 0 ? "1" : "0";
+  if (d == DType::UInt64) {
+    std::snprintf(b, sizeof b, "%lluull", static_cast<unsigned long long>(v));
+    return b;
+  }
+  if (d == DType::Int64 && v <= -9223372036854775808.0) return "(-9223372036854775807ll-1)"; // INT64_MIN
   std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
-  if (d == DType::UInt64) std::snprintf(b, sizeof b, "%lluull", static_cast<unsigned long long>(v));
   if (d == DType::Int64) return std::string("(") + b + "ll)";
+  if (d == DType::Int32 && v <= -2147483648.0) return "(-2147483647-1)";
   if (d == DType::UInt32) return std::string(b) + "u";
   return v < 0 ? "(" + std::string(b) + ")" : b;
 }
@@ -62,7 +67,7 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
   case Ops::MUL: return bin("*");
   case Ops::IDIV:
   case Ops::MOD: {
-    if (is_float(d)) return u.op == Ops::MOD ? fcall("fmod", d, a) : bin("/");
+    if (is_float(d)) return u.op == Ops::MOD ? fcall("fmod", d, a) : fcall("trunc", d, {bin("/")});
     // integer x/0 traps (SIGFPE) in C: give 0 instead, unless the divisor is a known non-zero
     const UOp& b = *u.src[1];
     bool safe = b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1;
@@ -73,7 +78,10 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
     std::string special = u.op == Ops::IDIV ? "(" + a[1] + "==0?0:-" + a[0] + ")" : "0";
     return "((" + a[1] + "==0||" + a[1] + "==-1)?" + special + ":" + e + ")";
   }
-  case Ops::MAX: return "((" + a[0] + ">" + a[1] + ")?" + a[0] + ":" + a[1] + ")";
+  case Ops::FDIV: return bin("/");
+  case Ops::MAX: // NaN wins, as in numpy and torch
+    if (is_float(d)) return "((" + a[0] + ">" + a[1] + "||" + a[0] + "!=" + a[0] + ")?" + a[0] + ":" + a[1] + ")";
+    return "((" + a[0] + ">" + a[1] + ")?" + a[0] + ":" + a[1] + ")";
   case Ops::CMPLT: return bin("<");
   case Ops::CMPNE: return bin("!=");
   case Ops::AND: return bin("&");

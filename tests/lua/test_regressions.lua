@@ -1,0 +1,74 @@
+-- Bugs found in review, each pinned by its original repro and a hand-computed answer.
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test, same = H.test, H.same
+
+test("realize_all of many tensors (Lua stack)", function()
+  local t = {}
+  for i = 1, 200 do t[i] = Tensor { 1.0, 2.0 } * i end
+  Tensor.realize_all(t)
+  same(t[200]:tolist(), { 200.0, 400.0 })
+end)
+
+test("reshape of an empty non-contiguous view, then pad", function()
+  same(Tensor.empty(0, 3).T:reshape(0, 3):pad { { 1, 0 }, { 0, 0 } }:tolist(), { { 0.0, 0.0, 0.0 } })
+end)
+
+test("two reduce loops over the same range at different loop levels", function()
+  local x = Tensor { { 1.0, 2.0, 3.0, 4.0 } }
+  local y = Tensor { { 1.0, 1.0, 1.0, 1.0 }, { 2.0, 2.0, 2.0, 2.0 } }
+  same((x:expand(2, 4):sum(1) + (x * y):sum(1)):tolist(), { 20.0, 30.0 })
+end)
+
+test("a constant cast to bfloat16 rounds like a buffer cast", function()
+  local c = (Tensor.full({ 2 }, 1.1):cast("bfloat16"):cast("float32") * 100):tolist()[1]
+  local b = (Tensor { 1.1, 2.2 }:cast("bfloat16"):cast("float32") * 100):tolist()[1]
+  same(c, 110.15625)
+  same(b, 110.15625)
+end)
+
+test("max propagates NaN wherever it is", function()
+  for _, t in ipairs { Tensor { 1.0, 0 / 0, 3.0 }, Tensor { 1.0, 3.0, 0 / 0 }, Tensor { 0 / 0, 1.0, 3.0 } } do
+    local m = t:max():item()
+    assert(m ~= m, "max should be nan, got " .. tostring(m))
+  end
+  local v = Tensor { 0 / 0 }:maximum(1):item()
+  assert(v ~= v, "maximum(nan, 1) should be nan")
+end)
+
+test("integer pow is exact", function()
+  same((Tensor { 11 } ^ 7):item(), 19487171)
+  same((Tensor { 3, -2 } ^ 5):tolist(), { 243, -32 })
+end)
+
+test("x / x is exactly 1 and x // x is 1", function()
+  for n = 1, 200 do
+    local a = Tensor { n + 0.0 }
+    assert((a / n):item() == 1.0, n .. "/" .. n .. " is not 1")
+    assert(a:idiv(n):item() == 1.0, n .. "//" .. n .. " is not 1")
+  end
+end)
+
+test("NOOPT applies to kernels already built in the process", function()
+  local x = Tensor.ones(4, 4, 4)
+  local merged = x:sum(2):schedule()[1].name
+  local plain = Context({ NOOPT = 1 }, function() return x:sum(2):schedule()[1].name end)
+  assert(merged ~= plain, "NOOPT did not change the kernel: " .. merged)
+  same(plain, "r_4_4_4")
+end)
+
+test("metatables are hidden, so __gc cannot run twice", function()
+  same(getmetatable(Tensor { 1.0 }), "locked")
+end)
+
+test("outputs sharing a realized intermediate each read their own values", function()
+  local r = Tensor { 1.0, 2.0, 3.0, 4.0 }
+  local c = r * 2
+  local d = c + 1
+  c:realize()
+  local o1, o2 = d * 3, d * 5
+  Tensor.realize_all { o1, o2 }
+  same(o2:tolist(), { 15.0, 25.0, 35.0, 45.0 })
+  same(o1:tolist(), { 9.0, 15.0, 21.0, 27.0 })
+end)
+
+H.done()
