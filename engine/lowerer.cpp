@@ -99,7 +99,9 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const s
         break;
       }
   }
-  for (size_t d = ks.full.size(); d-- > 0;)
+  bool loads_in_reduce = false; // a reduce over constants (arange) folds away: nothing to unroll
+  for (auto& [u, st] : sts) loads_in_reduce |= loaded.count(u) && st.shape() == ks.full;
+  for (size_t d = ks.full.size(); d-- > 0 && loads_in_reduce;)
     if (ks.kind[d] == kReduce) {
       for (int64_t amt : {8, 4, 2})
         if (try_split(ks, sts, d, amt)) {
@@ -114,7 +116,7 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const s
 // Copies of `u`, one per value of the expanded dim `ph`.
 std::vector<UOpRef> expand_dim(const UOpRef& u, const UOpRef& ph, int64_t n) {
   std::vector<UOpRef> r;
-  for (int64_t c = 0; c < n; c++) r.push_back(substitute(u, {{ph.get(), UOp::cconst(DType::Int32, double(c))}}));
+  for (int64_t c = 0; c < n; c++) r.push_back(substitute(u, {{ph.get(), UOp::cconst(ph->dtype, double(c))}}));
   return r;
 }
 
@@ -128,12 +130,13 @@ const PatternMatcher& pm_divide() {
 
 struct Lowerer {
   KernelShape ks;
+  DType it; // index dtype: int32 unless some view can reach past 2^31
   std::vector<UOpRef> ranges; // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
   std::unordered_map<const UOp*, UOpRef> memo;
 
   std::vector<UOpRef> idxs_for(const Shape& s) {
     std::vector<UOpRef> r;
-    for (size_t d = 0; d < s.size(); d++) r.push_back(s[d] == 1 ? UOp::cconst(DType::Int32, 0) : ranges[d]);
+    for (size_t d = 0; d < s.size(); d++) r.push_back(s[d] == 1 ? UOp::cconst(it, 0) : ranges[d]);
     return r;
   }
 
@@ -160,7 +163,7 @@ struct Lowerer {
     case Ops::LOAD:
     case Ops::STORE: {
       const ShapeTracker& st = u->src[1]->st();
-      auto [idx, valid] = st.to_indexed(idxs_for(st.shape()));
+      auto [idx, valid] = st.to_indexed(idxs_for(st.shape()), it);
       std::vector<UOpRef> isrc{u->src[0], idx};
       bool gated = !(valid->op == Ops::CONST && valid->const_value() != 0);
       if (gated) isrc.push_back(valid);
@@ -175,7 +178,7 @@ struct Lowerer {
         break;
       }
       const ShapeTracker& st = u->src[0]->st();
-      auto [idx, valid] = st.to_indexed(idxs_for(st.shape()));
+      auto [idx, valid] = st.to_indexed(idxs_for(st.shape()), it);
       UOpRef c = UOp::make(Ops::CONST, u->dtype, {}, u->arg);
       r = alu(Ops::WHERE, {valid, c, UOp::cconst(u->dtype, 0)});
       break;
@@ -239,11 +242,14 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
   k.ast = graph_rewrite(ast0, remap);
   k.full_shape = ks.full;
 
-  Lowerer lw{ks};
+  int64_t reach = 0;
+  for (auto& [u, st] : sts) reach = std::max(reach, st.max_index_value());
+  DType it = reach > 2147483647 ? DType::Int64 : DType::Int32;
+  Lowerer lw{ks, it};
   for (size_t d = 0; d < ks.full.size(); d++) {
-    if (ks.full[d] == 1) lw.ranges.push_back(UOp::cconst(DType::Int32, 0));
+    if (ks.full[d] == 1) lw.ranges.push_back(UOp::cconst(it, 0));
     else
-      lw.ranges.push_back(UOp::make(Ops::RANGE, DType::Int32, {UOp::cconst(DType::Int32, static_cast<double>(ks.full[d]))},
+      lw.ranges.push_back(UOp::make(Ops::RANGE, it, {UOp::cconst(it, static_cast<double>(ks.full[d]))},
                                     std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]}));
   }
   // the kernel's one STORE, copied once per value of each UPCAST dim

@@ -286,24 +286,24 @@ ShapeTracker ShapeTracker::simplify() const {
 }
 
 namespace {
-std::pair<UOpRef, UOpRef> view_index(const View& v, const std::vector<UOpRef>& idxs) {
-  UOpRef idx = UOp::cconst(DType::Int32, static_cast<double>(v.offset));
+std::pair<UOpRef, UOpRef> view_index(const View& v, const std::vector<UOpRef>& idxs, DType it) {
+  UOpRef idx = UOp::cconst(it, static_cast<double>(v.offset));
   UOpRef valid = UOp::cconst(DType::Bool, 1);
   for (size_t i = 0; i < v.shape.size(); i++)
     if (v.strides[i] != 0 && v.shape[i] != 1) idx = idx + idxs[i] * static_cast<double>(v.strides[i]);
   if (v.mask)
     for (size_t i = 0; i < v.shape.size(); i++) {
       auto [lo, hi] = (*v.mask)[i];
-      if (lo >= hi) return {UOp::cconst(DType::Int32, 0), UOp::cconst(DType::Bool, 0)};
-      if (lo > 0) valid = uand(valid, alu(Ops::CMPLT, {UOp::cconst(DType::Int32, static_cast<double>(lo - 1)), idxs[i]}));
+      if (lo >= hi) return {UOp::cconst(it, 0), UOp::cconst(DType::Bool, 0)};
+      if (lo > 0) valid = uand(valid, alu(Ops::CMPLT, {UOp::cconst(it, static_cast<double>(lo - 1)), idxs[i]}));
       if (hi < v.shape[i]) valid = uand(valid, lt(idxs[i], static_cast<double>(hi)));
     }
   return {idx, valid};
 }
 } // namespace
 
-std::pair<UOpRef, UOpRef> ShapeTracker::to_indexed(const std::vector<UOpRef>& idxs) const {
-  auto [idx, valid] = view_index(views.back(), idxs);
+std::pair<UOpRef, UOpRef> ShapeTracker::to_indexed(const std::vector<UOpRef>& idxs, DType it) const {
+  auto [idx, valid] = view_index(views.back(), idxs, it);
   for (size_t k = views.size() - 1; k-- > 0;) {
     const View& v = views[k];
     std::vector<UOpRef> sub(v.shape.size());
@@ -312,7 +312,7 @@ std::pair<UOpRef, UOpRef> ShapeTracker::to_indexed(const std::vector<UOpRef>& id
       sub[i] = mod(idiv(idx, static_cast<double>(acc)), static_cast<double>(v.shape[i]));
       acc *= v.shape[i];
     }
-    auto [i2, v2] = view_index(v, sub);
+    auto [i2, v2] = view_index(v, sub, it);
     idx = i2;
     valid = uand(valid, v2);
   }
@@ -337,6 +337,16 @@ int64_t ShapeTracker::offset_of(const std::vector<int64_t>& idx0) const {
     }
   }
   return -1;
+}
+
+int64_t ShapeTracker::max_index_value() const {
+  int64_t m = 0;
+  for (auto& v : views) {
+    int64_t hi = std::abs(v.offset);
+    for (size_t i = 0; i < v.shape.size(); i++) hi += std::abs(v.strides[i]) * std::max<int64_t>(v.shape[i] - 1, 0);
+    m = std::max({m, hi, v.size()});
+  }
+  return m;
 }
 
 std::string ShapeTracker::to_string() const {

@@ -58,8 +58,10 @@ struct ShapeTracker {
   // Merges the last two views when the result is one view.
   ShapeTracker simplify() const;
 
-  // Index expression (int32 UOp) and validity (bool UOp) for one index per dim of shape().
-  std::pair<UOpRef, UOpRef> to_indexed(const std::vector<UOpRef>& idxs) const;
+  // Index expression (of dtype `it`) and validity (bool UOp) for one index per dim of shape().
+  std::pair<UOpRef, UOpRef> to_indexed(const std::vector<UOpRef>& idxs, DType it = DType::Int32) const;
+  // The largest value any index computation for this tracker can reach (to choose int32 or int64).
+  int64_t max_index_value() const;
   // Reference semantics for tests: memory offset of a concrete index, or -1 if invalid.
   int64_t offset_of(const std::vector<int64_t>& idx) const;
   std::string to_string() const;

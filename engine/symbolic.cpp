@@ -63,34 +63,40 @@ UOpRef sum_terms(const std::vector<UOpRef>& ts, const UOpRef& like) {
   return r;
 }
 
-// (sum of coef_i * t_i) // c and % c for x >= 0: divisible terms go to the quotient; if the
-// rest's range stays inside one multiple of c, the quotient and remainder are exact.
+// (sum of coef_i * t_i + k) // c and % c for x >= 0: split each coefficient (and k) into a
+// multiple of c and a remainder in [0, c). With x = Q*c + R, floor(x/c) = Q + floor(R/c), and
+// if R's range stays within one multiple of c the quotient and remainder are exact.
 UOpRef fold_divmod(const UOpRef& xu, int64_t c, bool want_div) {
   if (c <= 0 || xu->vmin() < 0) return nullptr;
   std::vector<UOpRef> quot, rest;
   bool moved = false;
+  auto floordiv = [&](int64_t v) { return v >= 0 ? v / c : -((-v + c - 1) / c); };
   for (auto& t : split_add(xu)) {
-    if (t->op == Ops::CONST) {
-      int64_t v = static_cast<int64_t>(t->const_value());
-      if (v >= c || v < 0) {
-        int64_t q = v >= 0 ? v / c : -((-v + c - 1) / c);
-        if (q) quot.push_back(cst(t, static_cast<double>(q))), moved = true;
-        if (v - q * c) rest.push_back(cst(t, static_cast<double>(v - q * c)));
-      } else rest.push_back(t);
-    } else if (t->op == Ops::MUL && t->src[1]->op == Ops::CONST &&
-               static_cast<int64_t>(t->src[1]->const_value()) % c == 0) {
-      int64_t k = static_cast<int64_t>(t->src[1]->const_value()) / c;
-      quot.push_back(k == 1 ? t->src[0] : t->src[0] * static_cast<double>(k));
-      moved = true;
-    } else rest.push_back(t);
+    bool is_const = t->op == Ops::CONST, scaled = t->op == Ops::MUL && t->src[1]->op == Ops::CONST;
+    if (!is_const && !scaled) {
+      rest.push_back(t);
+      continue;
+    }
+    int64_t v = static_cast<int64_t>((is_const ? t : t->src[1])->const_value());
+    int64_t q = floordiv(v), r = v - q * c;
+    if (q == 0) {
+      rest.push_back(t);
+      continue;
+    }
+    moved = true;
+    if (is_const) {
+      quot.push_back(cst(t, static_cast<double>(q)));
+      if (r) rest.push_back(cst(t, static_cast<double>(r)));
+    } else {
+      quot.push_back(q == 1 ? t->src[0] : t->src[0] * static_cast<double>(q));
+      if (r) rest.push_back(r == 1 ? t->src[0] : t->src[0] * static_cast<double>(r));
+    }
   }
   UOpRef r = sum_terms(rest, xu);
   double qlo = std::floor(r->vmin() / c), qhi = std::floor(r->vmax() / c);
-  bool exact = qlo == qhi;
-  if (!exact) {
-    if (!moved) return nullptr;
-    // x//c = Q + r//c and x%c = r%c, valid when r >= 0
-    if (r->vmin() < 0) return nullptr;
+  if (qlo != qhi) {
+    // x//c = Q + R//c and x%c = R%c, with C's truncation agreeing with floor only for R >= 0
+    if (!moved || r->vmin() < 0) return nullptr;
     if (want_div) return sum_terms(quot, xu) + idiv(r, static_cast<double>(c));
     return mod(r, static_cast<double>(c));
   }
@@ -99,6 +105,87 @@ UOpRef fold_divmod(const UOpRef& xu, int64_t c, bool want_div) {
     return sum_terms(quot, xu);
   }
   return qlo ? r + (-qlo * c) : r;
+}
+
+bool depends_on(const UOp* u, const std::vector<UOpRef>& ranges) {
+  for (const UOp* n : toposort(u))
+    for (auto& r : ranges)
+      if (n == r.get()) return true;
+  return false;
+}
+
+// The number of r in [0, N) that satisfy every comparison in `conds`, each a bound of the form
+// k < a + r or a + r < k with a and k free of the reduce's ranges; nullptr if one is not.
+UOpRef count_where(const std::vector<UOpRef>& conds, const UOpRef& r, const std::vector<UOpRef>& all) {
+  UOpRef lo = UOp::cconst(r->dtype, 0), hi = r->src[0];
+  for (auto& c : conds) {
+    if (c->op != Ops::CMPLT || c->src[0]->dtype != r->dtype) return nullptr;
+    bool r_left = depends_on(c->src[0].get(), all);
+    const UOpRef& side = c->src[r_left ? 0 : 1];
+    const UOpRef& k = c->src[r_left ? 1 : 0];
+    if (depends_on(k.get(), all)) return nullptr;
+    std::vector<UOpRef> rest;
+    int seen = 0;
+    for (auto& t : split_add(side)) {
+      if (t == r) seen++;
+      else if (depends_on(t.get(), all)) return nullptr;
+      else rest.push_back(t);
+    }
+    if (seen != 1) return nullptr;
+    UOpRef a = sum_terms(rest, k), bound = alu(Ops::SUB, {k, a});
+    if (r_left) hi = alu(Ops::MAX, {alu(Ops::NEG, {alu(Ops::MAX, {alu(Ops::NEG, {hi}), alu(Ops::NEG, {bound})})})}); // min
+    else lo = alu(Ops::MAX, {lo, bound + 1});
+  }
+  return alu(Ops::MAX, {alu(Ops::SUB, {hi, lo}), UOp::cconst(r->dtype, 0)});
+}
+
+// Sums over loops of values that do not change inside them fold to closed forms, so
+// arange (a cumsum of a constant, as tinygrad builds it) costs O(n) and not O(n^2):
+// sum_r c = c*N, and sum_r where(lo <= r < hi, c, 0) = c*max(min(hi,N) - max(lo,0), 0).
+UOpRef fold_reduce(const UOpRef& red) {
+  std::vector<UOpRef> ranges(red->src.begin() + 1, red->src.end());
+  std::vector<UOpRef> folded, kept;
+  auto times = [](const UOpRef& v, const UOpRef& n) { return v * cast(n, v->dtype); };
+  for (auto& t : split_add(red->src[0])) {
+    if (!depends_on(t.get(), ranges)) {
+      UOpRef f = t;
+      for (auto& r : ranges) f = times(f, r->src[0]);
+      folded.push_back(f);
+      continue;
+    }
+    UOpRef f;
+    if (t->op == Ops::WHERE && t->src[2]->op == Ops::CONST && t->src[2]->const_value() == 0 &&
+        !depends_on(t->src[1].get(), ranges)) {
+      std::vector<UOpRef> conds;
+      std::vector<UOpRef> todo{t->src[0]};
+      while (!todo.empty()) {
+        UOpRef c = todo.back();
+        todo.pop_back();
+        if (c->op == Ops::AND) todo.push_back(c->src[0]), todo.push_back(c->src[1]);
+        else conds.push_back(c);
+      }
+      for (auto& r : ranges) {
+        bool only_r = true;
+        for (auto& c : conds) only_r &= !depends_on(c.get(), ranges) || depends_on(c.get(), {r});
+        if (!only_r) continue;
+        if (UOpRef n = count_where(conds, r, ranges)) {
+          f = times(t->src[1], n);
+          for (auto& o : ranges)
+            if (o != r) f = times(f, o->src[0]);
+        }
+        break;
+      }
+    }
+    if (f) folded.push_back(f);
+    else kept.push_back(t);
+  }
+  if (folded.empty()) return nullptr;
+  if (!kept.empty()) {
+    std::vector<UOpRef> src{sum_terms(kept, red)};
+    src.insert(src.end(), ranges.begin(), ranges.end());
+    folded.push_back(UOp::make(Ops::REDUCE, red->dtype, src, red->arg));
+  }
+  return sum_terms(folded, red);
 }
 
 std::vector<std::pair<UPat, RewriteFn>> full_rules() {
@@ -111,9 +198,20 @@ std::vector<std::pair<UPat, RewriteFn>> full_rules() {
        [](const Match& m) { return cst(m.root(), m.root()->vmin()); }},
       {P::op(Ops::RANGE).where([](const UOp& u) { return u.vmax() == 0; }),
        [](const Match& m) { return cst(m.root(), 0); }},
+      {P::op(Ops::REDUCE).where([](const UOp& u) { return u.rarg().op == Ops::ADD; }),
+       [](const Match& m) { return fold_reduce(m.root()); }},
+      // integer subtraction and negation as multiply-adds, so the chain rules below see them
+      {P::op(Ops::SUB, {x, y}).where(is_int_like), [](const Match& m) { return m["x"] + m["y"] * -1; }},
+      {(-x).where(is_int_like), [](const Match& m) { return m["x"] * -1; }},
+      // max decided by ranges
+      {x.max(y).where(is_int_like), [](const Match& m) {
+         if (m["x"]->vmin() >= m["y"]->vmax()) return m["x"];
+         return m["y"]->vmin() >= m["x"]->vmax() ? m["y"] : UOpRef();
+       }},
       // chains: (x+c1)+c2 -> x+(c1+c2), (x*c1)*c2 -> x*(c1*c2)
-      {(x + c1) + c2, [](const Match& m) { return m["x"] + (cv(m, "c1") + cv(m, "c2")); }},
-      {(x * c1) * c2, [](const Match& m) { return m["x"] * (cv(m, "c1") * cv(m, "c2")); }},
+      // (integers only: reassociating floats changes rounding)
+      {((x + c1) + c2).where(is_int_like), [](const Match& m) { return m["x"] + (cv(m, "c1") + cv(m, "c2")); }},
+      {((x * c1) * c2).where(is_int_like), [](const Match& m) { return m["x"] * (cv(m, "c1") * cv(m, "c2")); }},
       // constants to the right: c+x -> x+c (commuted patterns match either order; this fixes the print order)
       {P::op(Ops::ADD, {P::cvar("c"), x}).where([](const UOp& u) { return u.src[0]->op == Ops::CONST; }),
        [](const Match& m) { return m["x"] + m["c"]; }},

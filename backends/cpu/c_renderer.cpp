@@ -146,9 +146,10 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
       expr[p] = n;
       if (p == par) { // this core's share of the outermost loop
         std::string sz = E(u->src[0]);
-        line("int lo = (int)(" + sz + "LL*core/ncores), hi = (int)(" + sz + "LL*(core+1)/ncores);");
-        line("for (int " + n + " = lo; " + n + " < hi; " + n + "++) {");
-      } else line("for (int " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " + n + "++) {");
+        std::string t = c_type(u->dtype);
+        line(t + " lo = (" + t + ")(" + sz + "*(long long)core/ncores), hi = (" + t + ")(" + sz + "*(long long)(core+1)/ncores);");
+        line("for (" + t + " " + n + " = lo; " + n + " < hi; " + n + "++) {");
+      } else line("for (" + std::string(c_type(u->dtype)) + " " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " + n + "++) {");
       ind++;
       break;
     }
