@@ -9,11 +9,8 @@
 using namespace mg;
 
 namespace {
-UOpRef range(int64_t n, int64_t axis = 0) {
-  return UOp::make(Ops::RANGE, DType::Int32, {UOp::cconst(DType::Int32, static_cast<double>(n))},
-                   std::vector<int64_t>{axis, 0});
-}
-UOpRef ci(double v) { return UOp::cconst(DType::Int32, v); }
+using mgtest::ci;
+using mgtest::range;
 } // namespace
 
 TEST_CASE("UPat matches op, dtype, const value and binds names", "[pattern]") {

@@ -14,11 +14,8 @@
 using namespace mg;
 
 namespace {
-UOpRef range(int64_t n, int64_t axis = 0) {
-  return UOp::make(Ops::RANGE, DType::Int32, {UOp::cconst(DType::Int32, static_cast<double>(n))},
-                   std::vector<int64_t>{axis, 0});
-}
-UOpRef ci(double v) { return UOp::cconst(DType::Int32, v); }
+using mgtest::ci;
+using mgtest::range;
 UOpRef cf(double v) { return UOp::cconst(DType::Float32, v); }
 UOpRef cb(bool v) { return UOp::cconst(DType::Bool, v ? 1 : 0); }
 UOpRef simp(const UOpRef& u) { return graph_rewrite(u, symbolic()); }
