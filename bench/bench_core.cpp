@@ -18,7 +18,8 @@ static Tensor S(const Tensor& t, double v) { return Tensor::from_scalar({v, DTyp
 
 template <class F> static double best_of(int n, F f) {
   std::vector<double> t;
-  for (int i = 0; i < n; i++) t.push_back(f());
+  for (int i = 0; i < n; i++)
+    t.push_back(f());
   std::sort(t.begin(), t.end());
   return t[t.size() / 2]; // median
 }
@@ -41,7 +42,8 @@ int main() {
   double w6 = best_of(50, [&] {
     auto t0 = clk::now();
     Tensor r = x;
-    for (int i = 0; i < 100; i++) r = (i % 2) ? r.mul(S(r, 1.001)) : r.add(S(r, 0.5));
+    for (int i = 0; i < 100; i++)
+      r = (i % 2) ? r.mul(S(r, 1.001)) : r.add(S(r, 0.5));
     r.realize();
     return secs(t0);
   });
@@ -50,7 +52,8 @@ int main() {
   double g1 = best_of(3, [&] {
     auto t0 = clk::now();
     Tensor r = x;
-    for (int i = 0; i < 10000; i++) r = (i % 2) ? r.mul(S(r, 1.0001)) : r.add(S(r, 0.0001));
+    for (int i = 0; i < 10000; i++)
+      r = (i % 2) ? r.mul(S(r, 1.0001)) : r.add(S(r, 0.0001));
     auto s = r.schedule();
     return secs(t0);
   });

@@ -53,7 +53,8 @@ void Buffer::copyout(void* dst) { get_device(device).copyout(dst, ptr(), nbytes(
 
 size_t buffer_size(const Buffer& b) { return b.size; }
 std::string buffer_string(const Buffer& b) {
-  return "<buf#" + std::to_string(b.id()) + " " + b.device + " " + name(b.dtype) + " " + std::to_string(b.size) + ">";
+  return "<buf#" + std::to_string(b.id()) + " " + b.device + " " + name(b.dtype) + " " +
+         std::to_string(b.size) + ">";
 }
 
 bool register_device(const std::string& name, DeviceFactory f) {
@@ -67,7 +68,8 @@ Device& get_device(const std::string& name) {
   auto f = r.factories.find(name);
   if (f == r.factories.end()) {
     std::string known;
-    for (auto& [k, v] : r.factories) known += (known.empty() ? "" : ", ") + k;
+    for (auto& [k, v] : r.factories)
+      known += (known.empty() ? "" : ", ") + k;
     throw std::invalid_argument("unknown device '" + name + "' (known: " + known + ")");
   }
   return *(r.live[name] = f->second());
@@ -75,7 +77,8 @@ Device& get_device(const std::string& name) {
 
 std::vector<std::string> device_names() {
   std::vector<std::string> r;
-  for (auto& [k, v] : reg().factories) r.push_back(k);
+  for (auto& [k, v] : reg().factories)
+    r.push_back(k);
   return r;
 }
 

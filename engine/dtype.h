@@ -6,6 +6,7 @@
 namespace mg {
 
 // X(name, lua/printed name, C type, itemsize, priority)
+// clang-format off
 #define MG_DTYPES(X)                                                                                         \
   X(Void, "void", "void", 0, -1)                                                                             \
   X(Bool, "bool", "_Bool", 1, 0)                                                                             \
@@ -21,6 +22,7 @@ namespace mg {
   X(BFloat16, "bfloat16", "float", 2, 12)                                                                    \
   X(Float32, "float32", "float", 4, 13)                                                                      \
   X(Float64, "float64", "double", 8, 14)
+// clang-format on
 
 enum class DType : uint8_t {
 #define X(n, s, c, sz, p) n,

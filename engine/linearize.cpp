@@ -26,9 +26,9 @@ struct Acc {
 };
 
 struct Linearizer {
-  std::unordered_map<const UOp*, uint64_t> bit;  // RANGE -> its bit
-  std::unordered_map<const UOp*, Acc> accs;      // DEFINE_ACC -> what it accumulates
-  std::vector<UOpRef> acc_order;                 // accumulators in creation order
+  std::unordered_map<const UOp*, uint64_t> bit; // RANGE -> its bit
+  std::unordered_map<const UOp*, Acc> accs;     // DEFINE_ACC -> what it accumulates
+  std::vector<UOpRef> acc_order;                // accumulators in creation order
   std::unordered_map<const UOp*, uint64_t> masks;
   std::unordered_set<const UOp*> emitted;
   std::vector<UOpRef> out;
@@ -36,13 +36,16 @@ struct Linearizer {
   uint64_t mask(const UOp* u) {
     if (auto it = masks.find(u); it != masks.end()) return it->second;
     uint64_t m = 0;
-    if (u->op == Ops::RANGE) m = bit.at(u);
+    if (u->op == Ops::RANGE)
+      m = bit.at(u);
     else if (u->op == Ops::DEFINE_ACC) {
       const Acc& a = accs.at(u);
       m = mask(a.value.get());
-      for (auto& r : a.ranges) m &= ~bit.at(r.get());
+      for (auto& r : a.ranges)
+        m &= ~bit.at(r.get());
     } else
-      for (auto& s : u->src) m |= mask(s.get());
+      for (auto& s : u->src)
+        m |= mask(s.get());
     masks[u] = m;
     return m;
   }
@@ -54,9 +57,11 @@ struct Linearizer {
 
   void emit(const UOpRef& u, uint64_t allowed) {
     if (emitted.count(u.get())) return;
-    if (u->op == Ops::RANGE) throw std::logic_error("internal error: linearize reached a loop that is not open");
+    if (u->op == Ops::RANGE)
+      throw std::logic_error("internal error: linearize reached a loop that is not open");
     if (u->op == Ops::DEFINE_ACC) return emit_acc(u, allowed);
-    for (auto& s : u->src) emit(s, allowed);
+    for (auto& s : u->src)
+      emit(s, allowed);
     push(u);
   }
 
@@ -72,21 +77,26 @@ struct Linearizer {
     for (auto& acc : group)
       for (const UOp* d : toposort(accs.at(acc.get()).value.get()))
         if (!emitted.count(d) && d->op != Ops::RANGE && (mask(d) & ~allowed) == 0) emit(refs.at(d), allowed);
-    for (auto& acc : group) push(acc);
+    for (auto& acc : group)
+      push(acc);
     uint64_t inner = allowed;
-    for (auto& r : ranges) push(r), inner |= bit.at(r.get());
-    for (auto& acc : group) emit(accs.at(acc.get()).value, inner);
+    for (auto& r : ranges)
+      push(r), inner |= bit.at(r.get());
+    for (auto& acc : group)
+      emit(accs.at(acc.get()).value, inner);
     for (auto& acc : group) {
       const Acc& a = accs.at(acc.get());
       UOpRef upd = alu(a.op, {acc, a.value});
       push(upd);
       push(UOp::make(Ops::ASSIGN, acc->dtype, {acc, upd}));
     }
-    for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
+    for (auto it = ranges.rbegin(); it != ranges.rend(); ++it)
+      push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
     // values computed inside the closed loops are out of scope now: another loop nest over the
     // same ranges (an accumulator at another level) must compute them again
     uint64_t closed = 0;
-    for (auto& r : ranges) closed |= bit.at(r.get());
+    for (auto& r : ranges)
+      closed |= bit.at(r.get());
     std::erase_if(emitted, [&](const UOp* u) { return (mask(u) & closed) != 0; });
   }
 
@@ -95,9 +105,9 @@ struct Linearizer {
   void add_refs(const UOpRef& root) {
     refs[root.get()] = root;
     for (const UOp* u : toposort(root.get()))
-      for (auto& s : u->src) refs.emplace(s.get(), s);
+      for (auto& s : u->src)
+        refs.emplace(s.get(), s);
   }
-
 };
 
 } // namespace
@@ -112,7 +122,8 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
                            std::vector<UOpRef> src{UOp::cconst(r->dtype, reduce_identity(op, r->dtype))};
                            std::vector<UOpRef> rngs(r->src.begin() + 1, r->src.end());
                            src.insert(src.end(), rngs.begin(), rngs.end());
-                           UOpRef acc = UOp::make(Ops::DEFINE_ACC, r->dtype, src, static_cast<int64_t>(nacc++));
+                           UOpRef acc =
+                               UOp::make(Ops::DEFINE_ACC, r->dtype, src, static_cast<int64_t>(nacc++));
                            L.accs[acc.get()] = Acc{r->src[0], op, rngs};
                            L.acc_order.push_back(acc);
                            return acc;
@@ -124,18 +135,22 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
   auto collect = [&](const UOpRef& root) {
     for (const UOp* u : toposort(root.get()))
       for (auto& s : u->src)
-        if (s->op == Ops::RANGE && seen.insert(s.get()).second) (s->varg()[1] ? reduces : globals).push_back(s);
+        if (s->op == Ops::RANGE && seen.insert(s.get()).second)
+          (s->varg()[1] ? reduces : globals).push_back(s);
   };
   collect(sink);
   L.add_refs(sink);
-  for (auto& a : L.acc_order) collect(L.accs.at(a.get()).value), L.add_refs(L.accs.at(a.get()).value);
+  for (auto& a : L.acc_order)
+    collect(L.accs.at(a.get()).value), L.add_refs(L.accs.at(a.get()).value);
   auto by_axis = [](const UOpRef& a, const UOpRef& b) { return a->varg()[0] < b->varg()[0]; };
   std::sort(globals.begin(), globals.end(), by_axis);
   std::sort(reduces.begin(), reduces.end(), by_axis);
   if (globals.size() + reduces.size() > 64) throw std::runtime_error("kernel has more than 64 loops");
   uint64_t b = 1;
-  for (auto& r : globals) L.bit[r.get()] = b, b <<= 1;
-  for (auto& r : reduces) L.bit[r.get()] = b, b <<= 1;
+  for (auto& r : globals)
+    L.bit[r.get()] = b, b <<= 1;
+  for (auto& r : reduces)
+    L.bit[r.get()] = b, b <<= 1;
 
   // Program order: sources first, and an accumulator's loop body before the accumulator, so
   // body work that needs only outer loops is emitted (hoisted) at that outer level.
@@ -146,7 +161,8 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
     auto deps = [&](const UOp* u) {
       std::vector<const UOp*> d;
       if (u->op == Ops::DEFINE_ACC) d.push_back(L.accs.at(u).value.get());
-      for (auto& s : u->src) d.push_back(s.get());
+      for (auto& s : u->src)
+        d.push_back(s.get());
       return d;
     };
     while (!st.empty()) {
@@ -173,7 +189,8 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
     allowed |= L.bit.at(g.get());
     emit_ready(allowed);
   }
-  for (auto it = globals.rbegin(); it != globals.rend(); ++it) L.push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
+  for (auto it = globals.rbegin(); it != globals.rend(); ++it)
+    L.push(UOp::make(Ops::ENDRANGE, DType::Void, {*it}));
   return L.out;
 }
 
@@ -184,8 +201,10 @@ const UOp* parallel_loop(const std::vector<UOpRef>& linear) {
     if (u->op == Ops::RANGE && depth++ == 0) {
       if (outer || u->varg()[1] != 0) return nullptr; // a second top-level loop, or a reduce loop
       outer = u.get();
-    } else if (u->op == Ops::ENDRANGE) depth--;
-    else if ((u->op == Ops::STORE || u->op == Ops::DEFINE_ACC) && depth == 0) return nullptr;
+    } else if (u->op == Ops::ENDRANGE)
+      depth--;
+    else if ((u->op == Ops::STORE || u->op == Ops::DEFINE_ACC) && depth == 0)
+      return nullptr;
   }
   return outer;
 }

@@ -43,7 +43,8 @@ bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
     out.push_back(st);
     out.back().views.back() = *v;
   }
-  for (size_t k = 0; k < sts.size(); k++) sts[k].second = out[k];
+  for (size_t k = 0; k < sts.size(); k++)
+    sts[k].second = out[k];
   ks = std::move(next);
   return true;
 }
@@ -75,10 +76,12 @@ bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
 // tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a tile of outputs
 // per loop iteration along dims where an input is broadcast (each loaded value is reused
 // across the tile, kept in registers), and unroll the innermost reduce loop.
-std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const std::unordered_set<const UOp*>& loaded) {
+std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
+                                         const std::unordered_set<const UOp*>& loaded) {
   std::vector<std::string> applied;
   bool has_reduce = false;
-  for (size_t d = 0; d < ks.full.size(); d++) has_reduce |= ks.reduces(d);
+  for (size_t d = 0; d < ks.full.size(); d++)
+    has_reduce |= ks.reduces(d);
   if (!has_reduce) return applied;
   auto broadcast_in_some_view = [&](size_t d) {
     for (auto& [u, st] : sts)
@@ -100,7 +103,8 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const s
       }
   }
   bool loads_in_reduce = false; // a reduce over constants (arange) folds away: nothing to unroll
-  for (auto& [u, st] : sts) loads_in_reduce |= loaded.count(u) && st.shape() == ks.full;
+  for (auto& [u, st] : sts)
+    loads_in_reduce |= loaded.count(u) && st.shape() == ks.full;
   for (size_t d = ks.full.size(); d-- > 0 && loads_in_reduce;)
     if (ks.kind[d] == kReduce) {
       for (int64_t amt : {8, 4, 2})
@@ -116,27 +120,31 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts, const s
 // Copies of `u`, one per value of the expanded dim `ph`.
 std::vector<UOpRef> expand_dim(const UOpRef& u, const UOpRef& ph, int64_t n) {
   std::vector<UOpRef> r;
-  for (int64_t c = 0; c < n; c++) r.push_back(substitute(u, {{ph.get(), UOp::cconst(ph->dtype, double(c))}}));
+  for (int64_t c = 0; c < n; c++)
+    r.push_back(substitute(u, {{ph.get(), UOp::cconst(ph->dtype, double(c))}}));
   return r;
 }
 
 // x*(1/y), which is how Tensor divides, becomes a true division (x*(1/x) can be 0.99999994).
 const PatternMatcher& pm_divide() {
   static const PatternMatcher pm{
-      {UPat::var("x") * UPat::op(Ops::RECIP, {UPat::var("y")}),
-       [](const Match& m) { return is_float(m["x"]->dtype) ? alu(Ops::FDIV, {m["x"], m["y"]}) : nullptr; }}};
+      {UPat::var("x") * UPat::op(Ops::RECIP, {UPat::var("y")}), [](const Match& m) {
+         return is_float(m["x"]->dtype) ? alu(Ops::FDIV, {m["x"], m["y"]}) : nullptr;
+       }}};
   return pm;
 }
 
 struct Lowerer {
+  Lowerer(KernelShape ks, DType it) : ks(std::move(ks)), it(it) {}
   KernelShape ks;
-  DType it; // index dtype: int32 unless some view can reach past 2^31
+  DType it;                   // index dtype: int32 unless some view can reach past 2^31
   std::vector<UOpRef> ranges; // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
   std::unordered_map<const UOp*, UOpRef> memo;
 
   std::vector<UOpRef> idxs_for(const Shape& s) {
     std::vector<UOpRef> r;
-    for (size_t d = 0; d < s.size(); d++) r.push_back(s[d] == 1 ? UOp::cconst(it, 0) : ranges[d]);
+    for (size_t d = 0; d < s.size(); d++)
+      r.push_back(s[d] == 1 ? UOp::cconst(it, 0) : ranges[d]);
     return r;
   }
 
@@ -150,7 +158,8 @@ struct Lowerer {
       if (ks.kind[a] != kUnroll) continue;
       auto copies = expand_dim(v, ranges[a], ks.full[a]);
       v = copies[0];
-      for (size_t i = 1; i < copies.size(); i++) v = alu(op, {v, copies[i]});
+      for (size_t i = 1; i < copies.size(); i++)
+        v = alu(op, {v, copies[i]});
     }
     loops[0] = v;
     return loops.size() == 1 ? v : UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
@@ -168,8 +177,10 @@ struct Lowerer {
       bool gated = !(valid->op == Ops::CONST && valid->const_value() != 0);
       if (gated) isrc.push_back(valid);
       UOpRef index = UOp::make(Ops::INDEX, u->src[0]->dtype, isrc);
-      if (u->op == Ops::LOAD) r = UOp::make(Ops::LOAD, u->dtype, {index});
-      else r = UOp::make(Ops::STORE, DType::Void, {index, lower(u->src[2])});
+      if (u->op == Ops::LOAD)
+        r = UOp::make(Ops::LOAD, u->dtype, {index});
+      else
+        r = UOp::make(Ops::STORE, DType::Void, {index, lower(u->src[2])});
       break;
     }
     case Ops::CONST: {
@@ -183,10 +194,13 @@ struct Lowerer {
       r = alu(Ops::WHERE, {valid, c, UOp::cconst(u->dtype, 0)});
       break;
     }
-    case Ops::REDUCE_AXIS: r = lower_reduce(u); break;
+    case Ops::REDUCE_AXIS:
+      r = lower_reduce(u);
+      break;
     default: {
       std::vector<UOpRef> src;
-      for (auto& s : u->src) src.push_back(lower(s));
+      for (auto& s : u->src)
+        src.push_back(lower(s));
       r = UOp::make(u->op, u->dtype, src, u->arg);
     }
     }
@@ -211,13 +225,16 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
   for (const UOp* v : views_of(ast0))
     if (v->st().shape() != ks.out) ks.full = v->st().shape();
   ks.kind.assign(ks.full.size(), kGlobal);
-  for (auto a : axes) ks.kind[a] = kReduce;
+  for (auto a : axes)
+    ks.kind[a] = kReduce;
 
   // Merge adjacent dims (right to left) wherever every view stays one view, then apply opts.
   ViewList sts;
-  for (const UOp* v : views_of(ast0)) sts.push_back({v, v->st()});
+  for (const UOp* v : views_of(ast0))
+    sts.push_back({v, v->st()});
   if (!settings().noopt) {
-    for (size_t i = ks.full.size(); i-- > 1;) try_merge(ks, sts, i - 1);
+    for (size_t i = ks.full.size(); i-- > 1;)
+      try_merge(ks, sts, i - 1);
     std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
     for (const UOp* u : toposort(ast0.get()))
       if (u->op == Ops::LOAD) loaded.insert(u->src[1].get());
@@ -228,9 +245,11 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
     if (ks.reduces(d)) new_axes.push_back(static_cast<int64_t>(d));
   // rebuild the AST bottom-up with the merged views and renumbered reduce axes
   std::unordered_map<const UOp*, UOpRef> vmap;
-  for (auto& [u, st] : sts) vmap[u] = view_uop(st);
+  for (auto& [u, st] : sts)
+    vmap[u] = view_uop(st);
   PatternMatcher remap{
-      {UPat::op(Ops::VIEW), [&](const Match& m) {
+      {UPat::op(Ops::VIEW),
+       [&](const Match& m) {
          auto it = vmap.find(m.root().get());
          return it == vmap.end() ? UOpRef() : it->second;
        }},
@@ -243,11 +262,13 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
   k.full_shape = ks.full;
 
   int64_t reach = 0;
-  for (auto& [u, st] : sts) reach = std::max(reach, st.max_index_value());
+  for (auto& [u, st] : sts)
+    reach = std::max(reach, st.max_index_value());
   DType it = reach > 2147483647 ? DType::Int64 : DType::Int32;
-  Lowerer lw{ks, it};
+  Lowerer lw(ks, it);
   for (size_t d = 0; d < ks.full.size(); d++) {
-    if (ks.full[d] == 1) lw.ranges.push_back(UOp::cconst(it, 0));
+    if (ks.full[d] == 1)
+      lw.ranges.push_back(UOp::cconst(it, 0));
     else
       lw.ranges.push_back(UOp::make(Ops::RANGE, it, {UOp::cconst(it, static_cast<double>(ks.full[d]))},
                                     std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]}));
@@ -258,15 +279,18 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
     if (ks.kind[d] != kUpcast) continue;
     std::vector<UOpRef> next;
     for (auto& st : stores)
-      for (auto& c : expand_dim(st, lw.ranges[d], ks.full[d])) next.push_back(c);
+      for (auto& c : expand_dim(st, lw.ranges[d], ks.full[d]))
+        next.push_back(c);
     stores = std::move(next);
   }
   k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
-  k.simplified = graph_rewrite(graph_rewrite(k.lowered, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
+  k.simplified =
+      graph_rewrite(graph_rewrite(k.lowered, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
   k.linear = linearize(k.simplified);
   k.name = new_axes.empty() ? "E" : "r";
-  for (auto d : ks.full) k.name += "_" + std::to_string(d);
+  for (auto d : ks.full)
+    k.name += "_" + std::to_string(d);
   return k;
 }
 

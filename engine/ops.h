@@ -6,6 +6,7 @@ namespace mg {
 
 // Groups: Meta, Buffer, Unary, Binary, Ternary, Reduce, Movement, Kernel.
 // X(name, group)
+// clang-format off
 #define MG_OPS(X)                                                                                            \
   /* graph structure */                                                                                      \
   X(SINK, Meta)                                                                                              \
@@ -60,6 +61,7 @@ namespace mg {
   X(ENDRANGE, Kernel)                                                                                        \
   X(DEFINE_ACC, Kernel)                                                                                      \
   X(ASSIGN, Kernel)
+// clang-format on
 
 enum class Ops : uint8_t {
 #define X(n, g) n,

@@ -86,7 +86,8 @@ bool upat_match(const UPat& p, const UOpRef& u, Match& m) {
   if (p.src->size() != u->src.size()) return false;
   size_t saved = m.vars.size();
   std::vector<size_t> order(u->src.size());
-  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  for (size_t i = 0; i < order.size(); i++)
+    order[i] = i;
   if (match_srcs(*p.src, *u, order, m)) return true;
   m.vars.resize(saved);
   if (!p.commute) return false;
@@ -96,15 +97,20 @@ bool upat_match(const UPat& p, const UOpRef& u, Match& m) {
   return false;
 }
 
-PatternMatcher::PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules) : rules_(rules) { index(); }
-PatternMatcher::PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules) : rules_(std::move(rules)) { index(); }
+PatternMatcher::PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules) : rules_(rules) {
+  index();
+}
+PatternMatcher::PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules) : rules_(std::move(rules)) {
+  index();
+}
 
 void PatternMatcher::index() {
   by_op_.assign(num_ops, {});
   for (size_t i = 0; i < rules_.size(); i++) {
     const auto& ops = rules_[i].first.ops;
     for (int o = 0; o < num_ops; o++)
-      if (ops.empty() || std::find(ops.begin(), ops.end(), static_cast<Ops>(o)) != ops.end()) by_op_[o].push_back(i);
+      if (ops.empty() || std::find(ops.begin(), ops.end(), static_cast<Ops>(o)) != ops.end())
+        by_op_[o].push_back(i);
   }
 }
 

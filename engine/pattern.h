@@ -13,12 +13,12 @@
 namespace mg {
 
 struct UPat {
-  std::vector<Ops> ops;                // empty: any op
-  std::optional<DType> dtype;          // nullopt: any dtype
+  std::vector<Ops> ops;                 // empty: any op
+  std::optional<DType> dtype;           // nullopt: any dtype
   std::optional<std::vector<UPat>> src; // nullopt: any sources
-  bool commute = false;                // two sources, either order
-  std::string name;                    // bind the match to this name
-  std::optional<double> value;         // CONST with this value
+  bool commute = false;                 // two sources, either order
+  std::string name;                     // bind the match to this name
+  std::optional<double> value;          // CONST with this value
   std::function<bool(const UOp&)> pred; // extra condition
 
   static UPat any(std::string name = "");
@@ -31,7 +31,8 @@ struct UPat {
   static UPat cnst(double v);
   static UPat op(Ops o); // any sources
   static UPat op(Ops o, std::vector<UPat> src, std::string name = "");
-  static UPat op(std::vector<Ops> os, std::optional<std::vector<UPat>> src = std::nullopt, std::string name = "");
+  static UPat op(std::vector<Ops> os, std::optional<std::vector<UPat>> src = std::nullopt,
+                 std::string name = "");
   UPat named(std::string n) const {
     UPat p = *this;
     p.name = std::move(n);

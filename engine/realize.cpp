@@ -23,7 +23,8 @@ struct Compiled {
 };
 
 std::unordered_map<std::string, std::unordered_map<const UOp*, std::unique_ptr<Compiled>>>& cache() {
-  static auto* c = new std::unordered_map<std::string, std::unordered_map<const UOp*, std::unique_ptr<Compiled>>>();
+  static auto* c =
+      new std::unordered_map<std::string, std::unordered_map<const UOp*, std::unique_ptr<Compiled>>>();
   return *c;
 }
 
@@ -40,9 +41,12 @@ std::string linear_string(const std::vector<UOpRef>& lin) {
     for (auto& s : u->src) {
       os << (first ? "" : ", ");
       first = false;
-      if (auto it = pos.find(s.get()); it != pos.end()) os << it->second;
-      else if (s->op == Ops::CONST) os << s->const_value();
-      else os << "?";
+      if (auto it = pos.find(s.get()); it != pos.end())
+        os << it->second;
+      else if (s->op == Ops::CONST)
+        os << s->const_value();
+      else
+        os << "?";
     }
     os << "] " << u->arg_string() << "\n";
   }
@@ -55,22 +59,28 @@ void estimate(const LoweredKernel& k, KernelInfo& info, const ScheduleItem& item
   for (auto& u : k.linear)
     if (u->op == Ops::INDEX)
       for (size_t i = 1; i < u->src.size(); i++)
-        for (const UOp* d : toposort(u->src[i].get())) index_math.insert(d);
+        for (const UOp* d : toposort(u->src[i].get()))
+          index_math.insert(d);
   int64_t trips = 1, flops = 0;
   std::vector<int64_t> stack;
   for (auto& u : k.linear) {
-    if (u->op == Ops::RANGE) stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->const_value());
-    else if (u->op == Ops::ENDRANGE) trips = stack.back(), stack.pop_back();
-    else if (is_elementwise(u->op) && u->op != Ops::CAST && !index_math.count(u.get())) flops += trips;
+    if (u->op == Ops::RANGE)
+      stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->const_value());
+    else if (u->op == Ops::ENDRANGE)
+      trips = stack.back(), stack.pop_back();
+    else if (is_elementwise(u->op) && u->op != Ops::CAST && !index_math.count(u.get()))
+      flops += trips;
   }
   info.flops = flops;
   info.bytes = 0;
-  for (auto& b : item.bufs) info.bytes += static_cast<int64_t>(b->nbytes());
+  for (auto& b : item.bufs)
+    info.bytes += static_cast<int64_t>(b->nbytes());
 }
 
 std::vector<std::pair<std::string, std::string>> stages_of(const UOpRef& ast, const LoweredKernel& k) {
   std::string opts = "dims merged to " + shape_str(k.full_shape) + (k.opts.empty() ? "" : ", opts:");
-  for (auto& o : k.opts) opts += " " + o;
+  for (auto& o : k.opts)
+    opts += " " + o;
   return {{"ast", print_tree(ast)},
           {"opts", opts + "\n" + print_tree(k.ast)},
           {"lowered", print_tree(k.lowered)},
@@ -80,7 +90,9 @@ std::vector<std::pair<std::string, std::string>> stages_of(const UOpRef& ast, co
 
 } // namespace
 
-std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) { return stages_of(ast, lower_kernel(ast)); }
+std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
+  return stages_of(ast, lower_kernel(ast));
+}
 
 static Compiled& compiled_for(const ScheduleItem& item) {
   const std::string& dev = item.bufs.at(0)->device;
@@ -90,7 +102,8 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   LoweredKernel k = lower_kernel(item.ast);
   int dbg = settings().debug;
   if (dbg >= 4) {
-    for (auto& [stage, text] : stages_of(item.ast, k)) std::printf("--- %s\n%s", stage.c_str(), text.c_str());
+    for (auto& [stage, text] : stages_of(item.ast, k))
+      std::printf("--- %s\n%s", stage.c_str(), text.c_str());
   }
   auto c = std::make_unique<Compiled>();
   c->ast = item.ast;
@@ -118,7 +131,8 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   for (auto& item : items) {
     Compiled& c = compiled_for(item);
     std::vector<void*> ptrs;
-    for (auto& b : item.bufs) ptrs.push_back(b->ptr());
+    for (auto& b : item.bufs)
+      ptrs.push_back(b->ptr());
     auto t0 = std::chrono::steady_clock::now();
     int cores = c.info.parallel ? settings().threads : 1;
     if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
@@ -130,8 +144,9 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     gc.global_mem += c.info.bytes;
     if (settings().debug >= 2)
       std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", c.info.device.c_str(),
-                  static_cast<long long>(gc.kernel_count), c.info.name.c_str(), shape_str(c.info.out_shape).c_str(),
-                  s * 1e3, s > 0 ? c.info.flops / s * 1e-9 : 0.0, s > 0 ? c.info.bytes / s * 1e-9 : 0.0);
+                  static_cast<long long>(gc.kernel_count), c.info.name.c_str(),
+                  shape_str(c.info.out_shape).c_str(), s * 1e3, s > 0 ? c.info.flops / s * 1e-9 : 0.0,
+                  s > 0 ? c.info.bytes / s * 1e-9 : 0.0);
   }
   return runs;
 }

@@ -15,8 +15,8 @@ struct KernelInfo {
   std::string src;
   Shape full_shape;
   Shape out_shape;
-  int64_t flops = 0; // estimate from the lowered program
-  int64_t bytes = 0; // bytes moved by loads and stores
+  int64_t flops = 0;     // estimate from the lowered program
+  int64_t bytes = 0;     // bytes moved by loads and stores
   bool parallel = false; // its outermost loop can be split across cores
 };
 

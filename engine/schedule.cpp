@@ -32,18 +32,21 @@ namespace {
 
 // Ops whose value at 0 is not 0: a padded region would compute garbage through them.
 bool unsafe_under_pad(Ops op) {
-  return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD || op == Ops::POW;
+  return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD ||
+         op == Ops::POW;
 }
 
 // A movement chain from the kernel's root down to a node, outermost first.
 using Path = std::vector<const UOp*>;
 
 bool is_buffer_view(const UOp* u) {
-  while (is_movement(u->op)) u = u->src[0].get();
+  while (is_movement(u->op))
+    u = u->src[0].get();
   return u->op == Ops::BUFFER;
 }
 
 struct Scheduler {
+  explicit Scheduler(bool commit) : commit(commit) {}
   bool commit; // set `realized` on graph nodes (false: preview only)
   std::vector<ScheduleItem> items;
   std::unordered_map<const UOp*, UOpRef> done; // node -> realized buffer view
@@ -54,6 +57,7 @@ struct Scheduler {
 };
 
 struct KernelBuilder {
+  KernelBuilder(Scheduler& s, const UOp* root) : s(s), root(root) {}
   Scheduler& s;
   const UOp* root;
   // The reduce this kernel fuses: its input shape and axes (empty if none).
@@ -65,14 +69,16 @@ struct KernelBuilder {
 
   UOpRef global(const std::shared_ptr<Buffer>& b) {
     size_t i = 0;
-    while (i < bufs.size() && bufs[i] != b) i++;
+    while (i < bufs.size() && bufs[i] != b)
+      i++;
     if (i == bufs.size()) bufs.push_back(b);
     return UOp::make(Ops::DEFINE_GLOBAL, b->dtype, {}, static_cast<int64_t>(i));
   }
 
   ShapeTracker view_through(const Shape& base, const Path& path, bool in_reduce) const {
     ShapeTracker st = ShapeTracker::contiguous(base);
-    for (auto it = path.rbegin(); it != path.rend(); ++it) st = st.apply((*it)->op, (*it)->arg);
+    for (auto it = path.rbegin(); it != path.rend(); ++it)
+      st = st.apply((*it)->op, (*it)->arg);
     // Above the reduce the kernel iterates the reduce's output shape (reduced dims kept as 1).
     if (!in_reduce && !red_out.empty() && st.shape() != red_out) st = st.reshape(red_out);
     return st;
@@ -85,15 +91,18 @@ struct KernelBuilder {
       red_in = u->src[0]->shape, red_out = u->shape, red_axes = u->rarg().axes, red_op = u->rarg().op;
       return;
     }
-    if (is_elementwise(u->op) || u->op == Ops::RESHAPE || u->op == Ops::DETACH || (u == root && u->op == Ops::CONTIGUOUS))
-      for (auto& x : u->src) find_reduce(x.get());
+    if (is_elementwise(u->op) || u->op == Ops::RESHAPE || u->op == Ops::DETACH ||
+        (u == root && u->op == Ops::CONTIGUOUS))
+      for (auto& x : u->src)
+        find_reduce(x.get());
   }
 
   UOpRef leaf(const UOpRef& view, const Path& path, bool in_reduce) {
     // `view` is a buffer view (movement ops on a BUFFER): fold them into the path
     Path p = path;
     const UOp* u = view.get();
-    while (is_movement(u->op)) p.push_back(u), u = u->src[0].get();
+    while (is_movement(u->op))
+      p.push_back(u), u = u->src[0].get();
     ShapeTracker st = view_through(u->shape, p, in_reduce);
     return UOp::make(Ops::LOAD, u->dtype, {global(u->buffer()), view_uop(st)});
   }
@@ -115,9 +124,12 @@ struct KernelBuilder {
     if (auto it = s.done.find(u.get()); it != s.done.end()) return leaf(it->second, path, in_reduce);
     if (u->realized) return leaf(u->realized, path, in_reduce);
     switch (u->op) {
-    case Ops::BUFFER: return leaf(u, path, in_reduce);
-    case Ops::CONST: return UOp::make(Ops::CONST, u->dtype, {view_uop(view_through({}, path, in_reduce))}, u->arg);
-    case Ops::DETACH: return walk(u->src[0], path, in_reduce);
+    case Ops::BUFFER:
+      return leaf(u, path, in_reduce);
+    case Ops::CONST:
+      return UOp::make(Ops::CONST, u->dtype, {view_uop(view_through({}, path, in_reduce))}, u->arg);
+    case Ops::DETACH:
+      return walk(u->src[0], path, in_reduce);
     case Ops::CONTIGUOUS:
       if (u.get() == root) return walk(u->src[0], path, in_reduce);
       return leaf(s.realize(u), path, in_reduce);
@@ -129,7 +141,8 @@ struct KernelBuilder {
         return UOp::make(Ops::REDUCE_AXIS, u->dtype, {walk(u->src[0], {}, true)}, u->arg);
       return leaf(s.realize(u), path, in_reduce); // broadcast back, nested, or another shape
     }
-    default: break;
+    default:
+      break;
     }
     if (is_movement(u->op)) {
       Path p = path;
@@ -139,7 +152,8 @@ struct KernelBuilder {
     if (is_elementwise(u->op)) {
       if (unsafe_under_pad(u->op) && path_has_pad(path)) return leaf(s.realize(u), path, in_reduce);
       std::vector<UOpRef> src;
-      for (auto& x : u->src) src.push_back(walk(x, path, in_reduce));
+      for (auto& x : u->src)
+        src.push_back(walk(x, path, in_reduce));
       return UOp::make(u->op, u->dtype, std::move(src), u->arg);
     }
     throw std::logic_error(std::string("internal error: cannot schedule ") + name(u->op));
@@ -148,15 +162,16 @@ struct KernelBuilder {
 
 UOpRef Scheduler::realize(const UOpRef& u) {
   if (auto it = done.find(u.get()); it != done.end()) return it->second;
-  KernelBuilder kb{*this, u.get()};
+  KernelBuilder kb(*this, u.get());
   kb.find_reduce(u.get());
   auto out = std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->numel()));
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u, {}, false);
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
-  UOpRef store = UOp::make(Ops::STORE, DType::Void,
-                           {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
+  UOpRef store =
+      UOp::make(Ops::STORE, DType::Void,
+                {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
   items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
   UOpRef bv = UOp::make(Ops::BUFFER, u->dtype, {}, out);
   if (bv->shape != u->shape) bv = UOp::make(Ops::RESHAPE, u->dtype, {bv}, u->shape);
@@ -176,7 +191,8 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
     for (const UOp* u : toposort(o.get())) {
       if (!seen.insert(u).second) continue;
       if (u->op == Ops::REDUCE_AXIS) reduces.push_back(u);
-      for (auto& x : u->src) parents[x.get()].push_back(u);
+      for (auto& x : u->src)
+        parents[x.get()].push_back(u);
     }
   }
   std::unordered_set<const UOp*> r;
@@ -188,7 +204,8 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
       todo.pop_back();
       if (is_out.count(u)) outs_reached.insert(u);
       for (const UOp* p : parents[u])
-        if ((is_elementwise(p->op) || p->op == Ops::RESHAPE || p->op == Ops::DETACH) && visited.insert(p).second)
+        if ((is_elementwise(p->op) || p->op == Ops::RESHAPE || p->op == Ops::DETACH) &&
+            visited.insert(p).second)
           todo.push_back(p);
     }
     if (outs_reached.size() > 1) r.insert(red);
@@ -197,9 +214,10 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
 }
 
 std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit) {
-  Scheduler s{commit};
+  Scheduler s(commit);
   std::vector<UOpRef> resolved;
-  for (auto& o : outs0) resolved.push_back(resolve_realized(o));
+  for (auto& o : outs0)
+    resolved.push_back(resolve_realized(o));
   s.own_kernel = reduces_feeding_several_outputs(resolved);
   for (size_t i = 0; i < outs0.size(); i++) {
     const UOpRef& o = outs0[i];
@@ -210,7 +228,8 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
         auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
         UOpRef bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
         if (commit) o->realized = bv;
-      } else if (commit && u != o) o->realized = u;
+      } else if (commit && u != o)
+        o->realized = u;
       continue;
     }
     UOpRef bv = s.realize(u);
@@ -227,7 +246,8 @@ std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) { re
 std::string ScheduleItem::to_string() const {
   std::ostringstream os;
   os << "ScheduleItem(" << bufs.size() << " buffers:";
-  for (auto& b : bufs) os << " " << buffer_string(*b);
+  for (auto& b : bufs)
+    os << " " << buffer_string(*b);
   os << ")\n" << print_tree(ast);
   return os.str();
 }

@@ -1,7 +1,7 @@
 #include "engine/settings.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <thread>
 

@@ -4,8 +4,8 @@
 
 namespace mg {
 struct Settings {
-  int debug = 0;    // DEBUG
-  int beam = 0;     // BEAM (not used yet)
+  int debug = 0;      // DEBUG
+  int beam = 0;       // BEAM (not used yet)
   bool noopt = false; // NOOPT
   std::string device = "CPU";
   int threads = 1; // MG_THREADS, default: every core

@@ -23,11 +23,13 @@ UOpRef view_uop(const ShapeTracker& st) {
 
 std::vector<std::pair<int64_t, int64_t>> unflatten_pairs(const std::vector<int64_t>& v) {
   std::vector<std::pair<int64_t, int64_t>> r;
-  for (size_t i = 0; i + 1 < v.size(); i += 2) r.emplace_back(v[i], v[i + 1]);
+  for (size_t i = 0; i + 1 < v.size(); i += 2)
+    r.emplace_back(v[i], v[i + 1]);
   return r;
 }
 
-View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int64_t offset, std::optional<Mask> mask) {
+View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int64_t offset,
+                  std::optional<Mask> mask) {
   View v;
   v.shape = std::move(shape);
   v.strides = strides ? *strides : strides_for_shape(v.shape);
@@ -64,13 +66,15 @@ View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int6
 
 int64_t View::size() const {
   int64_t n = 1;
-  for (auto s : shape) n *= s;
+  for (auto s : shape)
+    n *= s;
   return n;
 }
 
 std::optional<View> View::reshape(const Shape& ns) const {
   if (ns == shape) return *this;
-  if (contiguous || std::find(ns.begin(), ns.end(), 0) != ns.end()) return create(ns); // empty: nothing to map
+  if (contiguous || std::find(ns.begin(), ns.end(), 0) != ns.end())
+    return create(ns); // empty: nothing to map
   auto strip = [](const Shape& s) {
     Shape r;
     for (auto d : s)
@@ -94,7 +98,8 @@ std::optional<View> View::reshape(const Shape& ns) const {
         m.push_back({0, 1});
         continue;
       }
-      while (shape[j] == 1) j++;
+      while (shape[j] == 1)
+        j++;
       st.push_back(strides[j]);
       m.push_back((*mask)[j]);
       j++;
@@ -108,7 +113,8 @@ std::optional<View> View::reshape(const Shape& ns) const {
     if (!segs.empty() && segs.back().second == strides[i] * shape[i]) {
       segs.back().first *= shape[i];
       segs.back().second = strides[i];
-    } else segs.push_back({shape[i], strides[i]});
+    } else
+      segs.push_back({shape[i], strides[i]});
   }
   std::vector<int64_t> st(ns.size(), 0);
   size_t k = 0;
@@ -138,8 +144,9 @@ View View::permute(const std::vector<int64_t>& order) const {
 View View::expand(const Shape& ns) const {
   std::optional<Mask> m = mask;
   for (size_t i = 0; i < ns.size(); i++)
-    if (m && shape[i] != ns[i]) (*m)[i] = (*m)[i].first < (*m)[i].second ? std::pair<int64_t, int64_t>{0, ns[i]}
-                                                                           : std::pair<int64_t, int64_t>{0, 0};
+    if (m && shape[i] != ns[i])
+      (*m)[i] = (*m)[i].first < (*m)[i].second ? std::pair<int64_t, int64_t>{0, ns[i]}
+                                               : std::pair<int64_t, int64_t>{0, 0};
   return create(ns, strides, offset, m);
 }
 
@@ -168,7 +175,8 @@ View View::shrink(const std::vector<std::pair<int64_t, int64_t>>& arg) const {
     if (mask) {
       int64_t lo = std::max((*mask)[i].first, b) - b, hi = std::min((*mask)[i].second, e) - b;
       m[i] = {lo, std::max(lo, hi)};
-    } else m[i] = {0, ns[i]};
+    } else
+      m[i] = {0, ns[i]};
   }
   return create(ns, strides, off, m);
 }
@@ -195,14 +203,16 @@ std::string View::to_string() const {
     for (size_t i = 0; i < mask->size(); i++)
       os << (i ? ", " : "") << "(" << (*mask)[i].first << ", " << (*mask)[i].second << ")";
     os << (mask->size() == 1 ? ",)" : ")");
-  } else os << "None";
+  } else
+    os << "None";
   os << ", contiguous=" << (contiguous ? "True" : "False") << ")";
   return os.str();
 }
 
 int64_t ShapeTracker::size() const {
   int64_t n = 1;
-  for (auto s : shape()) n *= s;
+  for (auto s : shape())
+    n *= s;
   return n;
 }
 
@@ -210,11 +220,14 @@ size_t ShapeTracker::hash() const {
   size_t h = 0xabc;
   auto mix = [&](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (auto& v : views) {
-    for (auto s : v.shape) mix(s);
-    for (auto s : v.strides) mix(s);
+    for (auto s : v.shape)
+      mix(s);
+    for (auto s : v.strides)
+      mix(s);
     mix(v.offset);
     if (v.mask)
-      for (auto [a, b] : *v.mask) mix(a), mix(b);
+      for (auto [a, b] : *v.mask)
+        mix(a), mix(b);
     mix(-7);
   }
   return h;
@@ -222,8 +235,10 @@ size_t ShapeTracker::hash() const {
 
 ShapeTracker ShapeTracker::reshape(const Shape& s) const {
   ShapeTracker r = *this;
-  if (auto v = views.back().reshape(s)) r.views.back() = *v;
-  else r.views.push_back(View::create(s));
+  if (auto v = views.back().reshape(s))
+    r.views.back() = *v;
+  else
+    r.views.push_back(View::create(s));
   return r.simplify();
 }
 ShapeTracker ShapeTracker::permute(const std::vector<int64_t>& o) const {
@@ -255,13 +270,20 @@ ShapeTracker ShapeTracker::flip(const std::vector<bool>& a) const {
 ShapeTracker ShapeTracker::apply(Ops op, const Arg& arg) const {
   const auto& v = std::get<std::vector<int64_t>>(arg);
   switch (op) {
-  case Ops::RESHAPE: return reshape(v);
-  case Ops::PERMUTE: return permute(v);
-  case Ops::EXPAND: return expand(v);
-  case Ops::PAD: return pad(unflatten_pairs(v));
-  case Ops::SHRINK: return shrink(unflatten_pairs(v));
-  case Ops::FLIP: return flip(std::vector<bool>(v.begin(), v.end()));
-  default: throw std::logic_error(std::string("internal error: ShapeTracker::apply of ") + name(op));
+  case Ops::RESHAPE:
+    return reshape(v);
+  case Ops::PERMUTE:
+    return permute(v);
+  case Ops::EXPAND:
+    return expand(v);
+  case Ops::PAD:
+    return pad(unflatten_pairs(v));
+  case Ops::SHRINK:
+    return shrink(unflatten_pairs(v));
+  case Ops::FLIP:
+    return flip(std::vector<bool>(v.begin(), v.end()));
+  default:
+    throw std::logic_error(std::string("internal error: ShapeTracker::apply of ") + name(op));
   }
 }
 
@@ -295,7 +317,8 @@ std::pair<UOpRef, UOpRef> view_index(const View& v, const std::vector<UOpRef>& i
     for (size_t i = 0; i < v.shape.size(); i++) {
       auto [lo, hi] = (*v.mask)[i];
       if (lo >= hi) return {UOp::cconst(it, 0), UOp::cconst(DType::Bool, 0)};
-      if (lo > 0) valid = uand(valid, alu(Ops::CMPLT, {UOp::cconst(it, static_cast<double>(lo - 1)), idxs[i]}));
+      if (lo > 0)
+        valid = uand(valid, alu(Ops::CMPLT, {UOp::cconst(it, static_cast<double>(lo - 1)), idxs[i]}));
       if (hi < v.shape[i]) valid = uand(valid, lt(idxs[i], static_cast<double>(hi)));
     }
   return {idx, valid};
@@ -343,7 +366,8 @@ int64_t ShapeTracker::max_index_value() const {
   int64_t m = 0;
   for (auto& v : views) {
     int64_t hi = std::abs(v.offset);
-    for (size_t i = 0; i < v.shape.size(); i++) hi += std::abs(v.strides[i]) * std::max<int64_t>(v.shape[i] - 1, 0);
+    for (size_t i = 0; i < v.shape.size(); i++)
+      hi += std::abs(v.strides[i]) * std::max<int64_t>(v.shape[i] - 1, 0);
     m = std::max({m, hi, v.size()});
   }
   return m;
@@ -351,7 +375,8 @@ int64_t ShapeTracker::max_index_value() const {
 
 std::string ShapeTracker::to_string() const {
   std::string s = "ShapeTracker(views=(";
-  for (auto& v : views) s += v.to_string() + ",";
+  for (auto& v : views)
+    s += v.to_string() + ",";
   return s + "))";
 }
 

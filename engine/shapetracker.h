@@ -21,8 +21,8 @@ struct View {
   bool contiguous = false;
 
   // Canonical form: size-1 dims get stride 0, a full mask is dropped, an empty mask zeroes all.
-  static View create(Shape shape, std::optional<std::vector<int64_t>> strides = std::nullopt, int64_t offset = 0,
-                     std::optional<Mask> mask = std::nullopt);
+  static View create(Shape shape, std::optional<std::vector<int64_t>> strides = std::nullopt,
+                     int64_t offset = 0, std::optional<Mask> mask = std::nullopt);
   bool operator==(const View&) const = default;
 
   std::optional<View> reshape(const Shape& new_shape) const; // nullopt: needs a second view

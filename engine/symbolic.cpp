@@ -16,7 +16,8 @@ double cv(const Match& m, const char* n) { return m[n]->const_value(); }
 std::vector<Ops> alu_ops() {
   std::vector<Ops> r;
   for (int o = 0; o < num_ops; o++)
-    if (is_elementwise(static_cast<Ops>(o)) && static_cast<Ops>(o) != Ops::BITCAST) r.push_back(static_cast<Ops>(o));
+    if (is_elementwise(static_cast<Ops>(o)) && static_cast<Ops>(o) != Ops::BITCAST)
+      r.push_back(static_cast<Ops>(o));
   return r;
 }
 
@@ -32,25 +33,28 @@ std::vector<std::pair<UPat, RewriteFn>> simple_rules() {
        [](const Match& m) {
          auto& u = m.root();
          std::vector<double> v;
-         for (auto& s : u->src) v.push_back(s->const_value());
+         for (auto& s : u->src)
+           v.push_back(s->const_value());
          return UOp::cconst(u->dtype, exec_alu(u->op, u->dtype, v));
        }},
-      {x + 0, [](const Match& m) { return m["x"]; }},                                   // x+0 -> x
-      {x * 1, [](const Match& m) { return m["x"]; }},                                   // x*1 -> x
-      {(x * 0).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }},       // x*0 -> 0
-      {x.idiv(P::cnst(1)), [](const Match& m) { return m["x"]; }},                       // x//1 -> x
+      {x + 0, [](const Match& m) { return m["x"]; }},                                        // x+0 -> x
+      {x * 1, [](const Match& m) { return m["x"]; }},                                        // x*1 -> x
+      {(x * 0).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }},           // x*0 -> 0
+      {x.idiv(P::cnst(1)), [](const Match& m) { return m["x"]; }},                           // x//1 -> x
       {x.mod(P::cnst(1)).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }}, // x%1 -> 0
-      {-(-x), [](const Match& m) { return m["x"]; }},                                    // -(-x) -> x
-      {x.max(x), [](const Match& m) { return m["x"]; }},                                 // max(x,x) -> x
+      {-(-x), [](const Match& m) { return m["x"]; }},                                        // -(-x) -> x
+      {x.max(x), [](const Match& m) { return m["x"]; }},                                     // max(x,x) -> x
       {P::op(Ops::SUB, {x, x}).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }}, // x-x -> 0
       {P::op(Ops::CAST, {x}).where([](const UOp& u) { return u.dtype == u.src[0]->dtype; }),
        [](const Match& m) { return m["x"]; }}, // cast to own dtype
       {x & P::cnst(1), [](const Match& m) { return m["x"]->dtype == DType::Bool ? m["x"] : nullptr; }},
-      {x & P::cnst(0), [](const Match& m) { return m["x"]->dtype == DType::Bool ? cst(m["x"], 0) : nullptr; }},
+      {x & P::cnst(0),
+       [](const Match& m) { return m["x"]->dtype == DType::Bool ? cst(m["x"], 0) : nullptr; }},
       {x | P::cnst(0), [](const Match& m) { return m["x"]->dtype == DType::Bool ? m["x"] : nullptr; }},
       {x & x, [](const Match& m) { return m["x"]; }},
       // where with a known condition, or equal branches
-      {P::op(Ops::WHERE, {P::cvar("c"), x, y}), [](const Match& m) { return cv(m, "c") != 0 ? m["x"] : m["y"]; }},
+      {P::op(Ops::WHERE, {P::cvar("c"), x, y}),
+       [](const Match& m) { return cv(m, "c") != 0 ? m["x"] : m["y"]; }},
       {P::op(Ops::WHERE, {P::var("c"), x, x}), [](const Match& m) { return m["x"]; }},
   };
 }
@@ -59,7 +63,8 @@ std::vector<std::pair<UPat, RewriteFn>> simple_rules() {
 UOpRef sum_terms(const std::vector<UOpRef>& ts, const UOpRef& like) {
   if (ts.empty()) return cst(like, 0);
   UOpRef r = ts[0];
-  for (size_t i = 1; i < ts.size(); i++) r = r + ts[i];
+  for (size_t i = 1; i < ts.size(); i++)
+    r = r + ts[i];
   return r;
 }
 
@@ -127,14 +132,20 @@ UOpRef count_where(const std::vector<UOpRef>& conds, const UOpRef& r, const std:
     std::vector<UOpRef> rest;
     int seen = 0;
     for (auto& t : split_add(side)) {
-      if (t == r) seen++;
-      else if (depends_on(t.get(), all)) return nullptr;
-      else rest.push_back(t);
+      if (t == r)
+        seen++;
+      else if (depends_on(t.get(), all))
+        return nullptr;
+      else
+        rest.push_back(t);
     }
     if (seen != 1) return nullptr;
     UOpRef a = sum_terms(rest, k), bound = alu(Ops::SUB, {k, a});
-    if (r_left) hi = alu(Ops::MAX, {alu(Ops::NEG, {alu(Ops::MAX, {alu(Ops::NEG, {hi}), alu(Ops::NEG, {bound})})})}); // min
-    else lo = alu(Ops::MAX, {lo, bound + 1});
+    if (r_left)
+      hi = alu(Ops::MAX,
+               {alu(Ops::NEG, {alu(Ops::MAX, {alu(Ops::NEG, {hi}), alu(Ops::NEG, {bound})})})}); // min
+    else
+      lo = alu(Ops::MAX, {lo, bound + 1});
   }
   return alu(Ops::MAX, {alu(Ops::SUB, {hi, lo}), UOp::cconst(r->dtype, 0)});
 }
@@ -149,7 +160,8 @@ UOpRef fold_reduce(const UOpRef& red) {
   for (auto& t : split_add(red->src[0])) {
     if (!depends_on(t.get(), ranges)) {
       UOpRef f = t;
-      for (auto& r : ranges) f = times(f, r->src[0]);
+      for (auto& r : ranges)
+        f = times(f, r->src[0]);
       folded.push_back(f);
       continue;
     }
@@ -161,12 +173,15 @@ UOpRef fold_reduce(const UOpRef& red) {
       while (!todo.empty()) {
         UOpRef c = todo.back();
         todo.pop_back();
-        if (c->op == Ops::AND) todo.push_back(c->src[0]), todo.push_back(c->src[1]);
-        else conds.push_back(c);
+        if (c->op == Ops::AND)
+          todo.push_back(c->src[0]), todo.push_back(c->src[1]);
+        else
+          conds.push_back(c);
       }
       for (auto& r : ranges) {
         bool only_r = true;
-        for (auto& c : conds) only_r &= !depends_on(c.get(), ranges) || depends_on(c.get(), {r});
+        for (auto& c : conds)
+          only_r &= !depends_on(c.get(), ranges) || depends_on(c.get(), {r});
         if (!only_r) continue;
         if (UOpRef n = count_where(conds, r, ranges)) {
           f = times(t->src[1], n);
@@ -176,8 +191,10 @@ UOpRef fold_reduce(const UOpRef& red) {
         break;
       }
     }
-    if (f) folded.push_back(f);
-    else kept.push_back(t);
+    if (f)
+      folded.push_back(f);
+    else
+      kept.push_back(t);
   }
   if (folded.empty()) return nullptr;
   if (!kept.empty()) {
@@ -192,9 +209,8 @@ std::vector<std::pair<UPat, RewriteFn>> full_rules() {
   auto r = simple_rules();
   std::vector<std::pair<UPat, RewriteFn>> more{
       // a proven single value is a constant
-      {P::op(alu_ops()).where([](const UOp& u) {
-         return !is_float(u.dtype) && u.vmin() == u.vmax() && u.op != Ops::CONST;
-       }),
+      {P::op(alu_ops()).where(
+           [](const UOp& u) { return !is_float(u.dtype) && u.vmin() == u.vmax() && u.op != Ops::CONST; }),
        [](const Match& m) { return cst(m.root(), m.root()->vmin()); }},
       {P::op(Ops::RANGE).where([](const UOp& u) { return u.vmax() == 0; }),
        [](const Match& m) { return cst(m.root(), 0); }},
@@ -204,14 +220,17 @@ std::vector<std::pair<UPat, RewriteFn>> full_rules() {
       {P::op(Ops::SUB, {x, y}).where(is_int_like), [](const Match& m) { return m["x"] + m["y"] * -1; }},
       {(-x).where(is_int_like), [](const Match& m) { return m["x"] * -1; }},
       // max decided by ranges
-      {x.max(y).where(is_int_like), [](const Match& m) {
+      {x.max(y).where(is_int_like),
+       [](const Match& m) {
          if (m["x"]->vmin() >= m["y"]->vmax()) return m["x"];
          return m["y"]->vmin() >= m["x"]->vmax() ? m["y"] : UOpRef();
        }},
       // chains: (x+c1)+c2 -> x+(c1+c2), (x*c1)*c2 -> x*(c1*c2)
       // (integers only: reassociating floats changes rounding)
-      {((x + c1) + c2).where(is_int_like), [](const Match& m) { return m["x"] + (cv(m, "c1") + cv(m, "c2")); }},
-      {((x * c1) * c2).where(is_int_like), [](const Match& m) { return m["x"] * (cv(m, "c1") * cv(m, "c2")); }},
+      {((x + c1) + c2).where(is_int_like),
+       [](const Match& m) { return m["x"] + (cv(m, "c1") + cv(m, "c2")); }},
+      {((x * c1) * c2).where(is_int_like),
+       [](const Match& m) { return m["x"] * (cv(m, "c1") * cv(m, "c2")); }},
       // constants to the right: c+x -> x+c (commuted patterns match either order; this fixes the print order)
       {P::op(Ops::ADD, {P::cvar("c"), x}).where([](const UOp& u) { return u.src[0]->op == Ops::CONST; }),
        [](const Match& m) { return m["x"] + m["c"]; }},
@@ -222,10 +241,12 @@ std::vector<std::pair<UPat, RewriteFn>> full_rules() {
        [](const Match& m) { return m["y"]->op == Ops::CONST ? nullptr : (m["x"] + m["y"]) + m["c1"]; }},
       // x+x -> x*2, x*c1+x*c2 -> x*(c1+c2), x*c+x -> x*(c+1)
       {(x + x).where(is_int_like), [](const Match& m) { return m["x"] * 2; }},
-      {((x * c1) + (x * c2)).where(is_int_like), [](const Match& m) { return m["x"] * (cv(m, "c1") + cv(m, "c2")); }},
+      {((x * c1) + (x * c2)).where(is_int_like),
+       [](const Match& m) { return m["x"] * (cv(m, "c1") + cv(m, "c2")); }},
       {((x * c1) + x).where(is_int_like), [](const Match& m) { return m["x"] * (cv(m, "c1") + 1); }},
       // distribute over constant offsets: (x+c1)*c2 -> x*c2 + c1*c2 (helps div/mod folding)
-      {((x + c1) * c2).where(is_int_like), [](const Match& m) { return m["x"] * m["c2"] + cv(m, "c1") * cv(m, "c2"); }},
+      {((x + c1) * c2).where(is_int_like),
+       [](const Match& m) { return m["x"] * m["c2"] + cv(m, "c1") * cv(m, "c2"); }},
       // div and mod from ranges
       {x.idiv(c1).where(is_int_like),
        [](const Match& m) { return fold_divmod(m["x"], static_cast<int64_t>(cv(m, "c1")), true); }},

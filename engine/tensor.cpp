@@ -1,6 +1,6 @@
 // Tensor creation, realizing and reading back.
-#include "engine/errors.h"
 #include "engine/tensor.h"
+#include "engine/errors.h"
 
 #include <chrono>
 #include <cmath>
@@ -31,16 +31,36 @@ int64_t prod(const Shape& s) {
 // Writes v as dtype d at p.
 void store_as(DType d, void* p, double v) {
   switch (d) {
-  case DType::Bool: *static_cast<bool*>(p) = v != 0; break;
-  case DType::Int8: *static_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
-  case DType::UInt8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); break;
-  case DType::Int16: *static_cast<int16_t*>(p) = static_cast<int16_t>(v); break;
-  case DType::UInt16: *static_cast<uint16_t*>(p) = static_cast<uint16_t>(v); break;
-  case DType::Int32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-  case DType::UInt32: *static_cast<uint32_t*>(p) = static_cast<uint32_t>(v); break;
-  case DType::Int64: *static_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
-  case DType::UInt64: *static_cast<uint64_t*>(p) = static_cast<uint64_t>(v); break;
-  case DType::Float16: *static_cast<_Float16*>(p) = static_cast<_Float16>(v); break;
+  case DType::Bool:
+    *static_cast<bool*>(p) = v != 0;
+    break;
+  case DType::Int8:
+    *static_cast<int8_t*>(p) = static_cast<int8_t>(v);
+    break;
+  case DType::UInt8:
+    *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+    break;
+  case DType::Int16:
+    *static_cast<int16_t*>(p) = static_cast<int16_t>(v);
+    break;
+  case DType::UInt16:
+    *static_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+    break;
+  case DType::Int32:
+    *static_cast<int32_t*>(p) = static_cast<int32_t>(v);
+    break;
+  case DType::UInt32:
+    *static_cast<uint32_t*>(p) = static_cast<uint32_t>(v);
+    break;
+  case DType::Int64:
+    *static_cast<int64_t*>(p) = static_cast<int64_t>(v);
+    break;
+  case DType::UInt64:
+    *static_cast<uint64_t*>(p) = static_cast<uint64_t>(v);
+    break;
+  case DType::Float16:
+    *static_cast<_Float16*>(p) = static_cast<_Float16>(v);
+    break;
   case DType::BFloat16: {
     float f = static_cast<float>(v);
     uint32_t u;
@@ -50,24 +70,39 @@ void store_as(DType d, void* p, double v) {
     std::memcpy(p, &h, 2);
     break;
   }
-  case DType::Float32: *static_cast<float*>(p) = static_cast<float>(v); break;
-  case DType::Float64: *static_cast<double*>(p) = v; break;
-  default: throw std::logic_error("internal error: store_as void");
+  case DType::Float32:
+    *static_cast<float*>(p) = static_cast<float>(v);
+    break;
+  case DType::Float64:
+    *static_cast<double*>(p) = v;
+    break;
+  default:
+    throw std::logic_error("internal error: store_as void");
   }
 }
 
 double load_as(DType d, const void* p) {
   switch (d) {
-  case DType::Bool: return *static_cast<const bool*>(p);
-  case DType::Int8: return *static_cast<const int8_t*>(p);
-  case DType::UInt8: return *static_cast<const uint8_t*>(p);
-  case DType::Int16: return *static_cast<const int16_t*>(p);
-  case DType::UInt16: return *static_cast<const uint16_t*>(p);
-  case DType::Int32: return *static_cast<const int32_t*>(p);
-  case DType::UInt32: return *static_cast<const uint32_t*>(p);
-  case DType::Int64: return static_cast<double>(*static_cast<const int64_t*>(p));
-  case DType::UInt64: return static_cast<double>(*static_cast<const uint64_t*>(p));
-  case DType::Float16: return static_cast<double>(*static_cast<const _Float16*>(p));
+  case DType::Bool:
+    return *static_cast<const bool*>(p);
+  case DType::Int8:
+    return *static_cast<const int8_t*>(p);
+  case DType::UInt8:
+    return *static_cast<const uint8_t*>(p);
+  case DType::Int16:
+    return *static_cast<const int16_t*>(p);
+  case DType::UInt16:
+    return *static_cast<const uint16_t*>(p);
+  case DType::Int32:
+    return *static_cast<const int32_t*>(p);
+  case DType::UInt32:
+    return *static_cast<const uint32_t*>(p);
+  case DType::Int64:
+    return static_cast<double>(*static_cast<const int64_t*>(p));
+  case DType::UInt64:
+    return static_cast<double>(*static_cast<const uint64_t*>(p));
+  case DType::Float16:
+    return static_cast<double>(*static_cast<const _Float16*>(p));
   case DType::BFloat16: {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -76,9 +111,12 @@ double load_as(DType d, const void* p) {
     std::memcpy(&f, &u, 4);
     return f;
   }
-  case DType::Float32: return *static_cast<const float*>(p);
-  case DType::Float64: return *static_cast<const double*>(p);
-  default: throw std::logic_error("internal error: load_as void");
+  case DType::Float32:
+    return *static_cast<const float*>(p);
+  case DType::Float64:
+    return *static_cast<const double*>(p);
+  default:
+    throw std::logic_error("internal error: load_as void");
   }
 }
 
@@ -108,15 +146,18 @@ std::string Tensor::device() const {
   return default_device();
 }
 
-Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DType dtype, const std::string& device) {
+Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DType dtype,
+                         const std::string& device) {
   int64_t n = prod(shape);
   if (static_cast<int64_t>(data.size()) != n)
-    user_error("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) + " needs " +
-         std::to_string(n));
+    user_error("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) +
+               " needs " + std::to_string(n));
   if (dtype == DType::Void) user_error("cannot make a tensor of dtype void");
-  auto b = std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
+  auto b =
+      std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
   std::vector<unsigned char> bytes(b->nbytes());
-  for (int64_t i = 0; i < n; i++) store_as(dtype, bytes.data() + i * itemsize(dtype), data[i]);
+  for (int64_t i = 0; i < n; i++)
+    store_as(dtype, bytes.data() + i * itemsize(dtype), data[i]);
   b->copyin(bytes.data());
   return buffer_tensor(std::move(b), shape);
 }
@@ -160,7 +201,8 @@ void Tensor::manual_seed(uint64_t seed) {
 Tensor Tensor::rand(const Shape& shape, DType dtype) {
   int64_t n = prod(shape);
   std::vector<double> v(n);
-  for (auto& x : v) x = uniform01();
+  for (auto& x : v)
+    x = uniform01();
   return from_data(v, shape, is_float(dtype) ? dtype : default_float).cast(dtype);
 }
 
@@ -186,22 +228,26 @@ Tensor Tensor::contiguous() const {
 
 void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   std::vector<UOpRef> outs;
-  for (auto* t : ts) outs.push_back(t->uop);
+  for (auto* t : ts)
+    outs.push_back(t->uop);
   int dbg = settings().debug;
   if (dbg >= 4)
-    for (auto& u : outs) std::printf("--- tensor graph\n%s", print_tree(u).c_str());
+    for (auto& u : outs)
+      std::printf("--- tensor graph\n%s", print_tree(u).c_str());
   auto t0 = std::chrono::steady_clock::now();
   int64_t compiled0 = global_counters().kernels_compiled;
   auto items = create_schedule(outs);
   auto runs = run_schedule(items);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (auto* t : ts) t->uop = resolve_realized(t->uop);
+  for (auto* t : ts)
+    t->uop = resolve_realized(t->uop);
   if (dbg >= 1 && !runs.empty()) {
     double kt = 0;
-    for (auto& r : runs) kt += r.seconds;
+    for (auto& r : runs)
+      kt += r.seconds;
     std::printf("*** realize: %zu kernel%s (%lld compiled), %.3f ms in kernels, %.3f ms total\n", runs.size(),
-                runs.size() == 1 ? "" : "s", static_cast<long long>(global_counters().kernels_compiled - compiled0),
-                kt * 1e3, ms);
+                runs.size() == 1 ? "" : "s",
+                static_cast<long long>(global_counters().kernels_compiled - compiled0), kt * 1e3, ms);
   }
   std::fflush(stdout);
 }
@@ -220,14 +266,16 @@ std::vector<double> Tensor::data() {
   // After realize the graph is a view of one buffer: read through its ShapeTracker.
   std::vector<const UOp*> chain;
   const UOp* u = uop.get();
-  while (is_movement(u->op)) chain.push_back(u), u = u->src[0].get();
+  while (is_movement(u->op))
+    chain.push_back(u), u = u->src[0].get();
   if (u->op == Ops::CONST) {
     std::fill(out.begin(), out.end(), u->const_value());
     return out;
   }
   if (u->op != Ops::BUFFER) throw std::logic_error("internal error: realized tensor is not a buffer view");
   ShapeTracker st = ShapeTracker::contiguous(u->shape);
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) st = st.apply((*it)->op, (*it)->arg);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    st = st.apply((*it)->op, (*it)->arg);
   Buffer& b = *u->buffer();
   std::vector<unsigned char> bytes(b.nbytes());
   b.copyout(bytes.data());
@@ -258,8 +306,10 @@ std::string fmt_value(double v, DType d) {
   }
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e16) std::snprintf(buf, sizeof buf, "%.0f.", v);
-  else std::snprintf(buf, sizeof buf, "%.6g", v);
+  if (v == std::floor(v) && std::fabs(v) < 1e16)
+    std::snprintf(buf, sizeof buf, "%.0f.", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
 
@@ -270,7 +320,8 @@ void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& 
     return;
   }
   int64_t stride = 1;
-  for (size_t i = dim + 1; i < s.size(); i++) stride *= s[i];
+  for (size_t i = dim + 1; i < s.size(); i++)
+    stride *= s[i];
   os << "[";
   int64_t n = s[dim];
   for (int64_t i = 0; i < n; i++) {
@@ -289,8 +340,10 @@ std::string Tensor::to_string() {
   std::vector<double> v = data();
   std::ostringstream os;
   os << "Tensor(";
-  if (ndim() == 0) os << fmt_value(v[0], dtype());
-  else fmt_rec(os, v, shape(), 0, 0, dtype(), numel() > 1000, 7);
+  if (ndim() == 0)
+    os << fmt_value(v[0], dtype());
+  else
+    fmt_rec(os, v, shape(), 0, 0, dtype(), numel() > 1000, 7);
   os << ", shape=" << shape_str(shape()) << ", dtype=" << name(dtype()) << ", device=" << device() << ")";
   return os.str();
 }

@@ -14,8 +14,6 @@
 
 namespace mg {
 
-
-
 // A Lua/Python number or boolean about to meet a tensor: its kind decides the result dtype
 // (an int scalar takes the tensor's dtype, a float scalar makes an int tensor float).
 struct Scalar {

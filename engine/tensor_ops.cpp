@@ -21,8 +21,8 @@ Shape broadcast_shape(const Shape& a, const Shape& b) {
     int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (x != y && x != 1 && y != 1)
-      user_error("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b) + ": dim " + std::to_string(i) +
-           " is " + std::to_string(x) + " vs " + std::to_string(y));
+      user_error("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b) + ": dim " +
+                 std::to_string(i) + " is " + std::to_string(x) + " vs " + std::to_string(y));
     out[i] = x == 1 ? y : x;
   }
   return out;
@@ -141,7 +141,9 @@ Tensor Tensor::cos() const {
   Tensor f = as_float(*this);
   return scalar(f, M_PI / 2).sub(f).sin();
 }
-Tensor Tensor::relu() const { return gt(from_scalar({0, DType::Int32}, *this)).where(*this, from_scalar({0, DType::Int32}, *this)); }
+Tensor Tensor::relu() const {
+  return gt(from_scalar({0, DType::Int32}, *this)).where(*this, from_scalar({0, DType::Int32}, *this));
+}
 Tensor Tensor::sigmoid() const {
   Tensor f = as_float(*this);
   return scalar(f, 1).add(f.mul(scalar(f, -kLog2E)).exp2()).reciprocal();
@@ -157,17 +159,23 @@ Tensor Tensor::abs() const { return lt(from_scalar({0, DType::Int32}, *this)).wh
 Tensor Tensor::reduce(Ops op, Axes axes, bool keepdim) const {
   std::vector<int64_t> ax;
   if (!axes)
-    for (int64_t i = 0; i < ndim(); i++) ax.push_back(i);
+    for (int64_t i = 0; i < ndim(); i++)
+      ax.push_back(i);
   else
-    for (auto a : *axes) ax.push_back(resolve_axis(a));
+    for (auto a : *axes)
+      ax.push_back(resolve_axis(a));
   std::sort(ax.begin(), ax.end());
-  if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) user_error("repeated axis in reduce: " + axes_str(*axes));
+  if (std::adjacent_find(ax.begin(), ax.end()) != ax.end())
+    user_error("repeated axis in reduce: " + axes_str(*axes));
   Shape kept = shape();
   bool empty = false;
-  for (auto a : ax) empty |= kept[a] == 0, kept[a] = 1;
+  for (auto a : ax)
+    empty |= kept[a] == 0, kept[a] = 1;
   Tensor r = *this;
-  if (empty) r = Tensor::full(kept, op == Ops::ADD ? 0 : dtype_min(dtype()), dtype()); // identity, as in tinygrad
-  else if (!ax.empty()) r = Tensor(UOp::make(Ops::REDUCE_AXIS, dtype(), {uop}, ReduceArg{op, ax}));
+  if (empty)
+    r = Tensor::full(kept, op == Ops::ADD ? 0 : dtype_min(dtype()), dtype()); // identity, as in tinygrad
+  else if (!ax.empty())
+    r = Tensor(UOp::make(Ops::REDUCE_AXIS, dtype(), {uop}, ReduceArg{op, ax}));
   if (keepdim) return r;
   Shape s;
   for (int64_t i = 0; i < ndim(); i++)
@@ -201,7 +209,8 @@ Tensor Tensor::argmax(std::optional<int64_t> axis, bool keepdim) const {
   Tensor m = eq(max(std::vector<int64_t>{a}, true));
   Shape rs(ndim() - a, 1);
   rs[0] = n;
-  Tensor idx = m.cast(DType::Int32).mul(Tensor::arange(static_cast<double>(n), 0, -1, DType::Int32).reshape(rs));
+  Tensor idx =
+      m.cast(DType::Int32).mul(Tensor::arange(static_cast<double>(n), 0, -1, DType::Int32).reshape(rs));
   Tensor top = idx.max(std::vector<int64_t>{a}, keepdim);
   return Tensor::from_scalar({static_cast<double>(n), DType::Int32}, top).sub(top);
 }
@@ -221,11 +230,13 @@ static Tensor cumsum_last(const Tensor& x) {
   };
   y = y.expand(with({n + 1, L})).reshape(with({(n + 1) * L}));
   std::vector<std::pair<int64_t, int64_t>> sh(nd, {0, 0});
-  for (int64_t i = 0; i < nd - 1; i++) sh[i] = {0, lead[i]};
+  for (int64_t i = 0; i < nd - 1; i++)
+    sh[i] = {0, lead[i]};
   sh.back() = {0, n * (L + 1)};
   y = y.shrink(sh).reshape(with({n, L + 1}));
   std::vector<std::pair<int64_t, int64_t>> sh2(nd + 1, {0, 0});
-  for (int64_t i = 0; i < nd - 1; i++) sh2[i] = {0, lead[i]};
+  for (int64_t i = 0; i < nd - 1; i++)
+    sh2[i] = {0, lead[i]};
   sh2[nd - 1] = {0, n};
   sh2[nd] = {0, n};
   return y.shrink(sh2).sum(std::vector<int64_t>{-1});
@@ -250,30 +261,38 @@ Tensor Tensor::reshape(const Shape& s0) const {
     if (s[i] == -1) {
       if (infer >= 0) user_error("reshape " + shape_str(s0) + ": only one dimension can be -1");
       infer = static_cast<int64_t>(i);
-    } else if (s[i] < 0) user_error("reshape " + shape_str(s0) + ": negative dimension");
-    else known *= s[i];
+    } else if (s[i] < 0)
+      user_error("reshape " + shape_str(s0) + ": negative dimension");
+    else
+      known *= s[i];
   }
   if (infer >= 0) {
-    if (known == 0 || numel() % known) user_error("cannot reshape " + shape_str(shape()) + " to " + shape_str(s0));
+    if (known == 0 || numel() % known)
+      user_error("cannot reshape " + shape_str(shape()) + " to " + shape_str(s0));
     s[infer] = numel() / known;
   }
   if (known * (infer >= 0 ? s[infer] : 1) != numel())
-    user_error("cannot reshape " + shape_str(shape()) + " (" + std::to_string(numel()) + " elements) to " + shape_str(s0) +
-         " (" + std::to_string(known) + " elements)");
+    user_error("cannot reshape " + shape_str(shape()) + " (" + std::to_string(numel()) + " elements) to " +
+               shape_str(s0) + " (" + std::to_string(known) + " elements)");
   if (s == shape()) return *this;
   return movement(Ops::RESHAPE, s);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& order0) const {
   std::vector<int64_t> order;
-  for (auto o : order0) order.push_back(o < 0 ? o + ndim() : o);
+  for (auto o : order0)
+    order.push_back(o < 0 ? o + ndim() : o);
   std::vector<int64_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   bool ok = static_cast<int64_t>(order.size()) == ndim();
-  for (size_t i = 0; ok && i < sorted.size(); i++) ok = sorted[i] == static_cast<int64_t>(i);
-  if (!ok) user_error("permute order " + axes_str(order0) + " is not a permutation of the axes of shape " + shape_str(shape()));
+  for (size_t i = 0; ok && i < sorted.size(); i++)
+    ok = sorted[i] == static_cast<int64_t>(i);
+  if (!ok)
+    user_error("permute order " + axes_str(order0) + " is not a permutation of the axes of shape " +
+               shape_str(shape()));
   bool identity = true;
-  for (size_t i = 0; i < order.size(); i++) identity &= order[i] == static_cast<int64_t>(i);
+  for (size_t i = 0; i < order.size(); i++)
+    identity &= order[i] == static_cast<int64_t>(i);
   if (identity) return *this;
   return movement(Ops::PERMUTE, order);
 }
@@ -299,8 +318,8 @@ Tensor Tensor::expand(const Shape& s0) const {
   for (size_t i = 0; i < s.size(); i++) {
     if (s[i] == -1) s[i] = t.shape()[i];
     if (t.shape()[i] != s[i] && t.shape()[i] != 1)
-      user_error("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": dim " + std::to_string(i) +
-           " has size " + std::to_string(t.shape()[i]) + ", not 1");
+      user_error("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": dim " +
+                 std::to_string(i) + " has size " + std::to_string(t.shape()[i]) + ", not 1");
   }
   if (s == t.shape()) return t;
   return t.movement(Ops::EXPAND, s);
@@ -308,7 +327,8 @@ Tensor Tensor::expand(const Shape& s0) const {
 
 Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& p, double value) const {
   if (static_cast<int64_t>(p.size()) != ndim())
-    user_error("pad needs one (before, after) pair per dim: got " + std::to_string(p.size()) + " for shape " + shape_str(shape()));
+    user_error("pad needs one (before, after) pair per dim: got " + std::to_string(p.size()) + " for shape " +
+               shape_str(shape()));
   std::vector<int64_t> flat;
   bool any = false;
   for (auto [b, a] : p) {
@@ -325,14 +345,15 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& p, double val
 
 Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& s) const {
   if (static_cast<int64_t>(s.size()) != ndim())
-    user_error("shrink needs one (start, end) pair per dim: got " + std::to_string(s.size()) + " for shape " + shape_str(shape()));
+    user_error("shrink needs one (start, end) pair per dim: got " + std::to_string(s.size()) + " for shape " +
+               shape_str(shape()));
   std::vector<int64_t> flat;
   bool same = true;
   for (size_t i = 0; i < s.size(); i++) {
     auto [b, e] = s[i];
     if (b < 0 || e > shape()[i] || b > e)
-      user_error("shrink (" + std::to_string(b) + ", " + std::to_string(e) + ") is out of range for dim " + std::to_string(i) +
-           " of shape " + shape_str(shape()));
+      user_error("shrink (" + std::to_string(b) + ", " + std::to_string(e) + ") is out of range for dim " +
+                 std::to_string(i) + " of shape " + shape_str(shape()));
     flat.push_back(b), flat.push_back(e);
     same &= b == 0 && e == shape()[i];
   }
@@ -367,7 +388,8 @@ Tensor Tensor::squeeze(std::optional<int64_t> axis) const {
 
 Tensor Tensor::unsqueeze(int64_t axis) const {
   int64_t n = ndim() + 1;
-  if (axis < -n || axis >= n) user_error("unsqueeze axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
+  if (axis < -n || axis >= n)
+    user_error("unsqueeze axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
   if (axis < 0) axis += n;
   Shape s = shape();
   s.insert(s.begin() + axis, 1);
@@ -378,11 +400,12 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (ndim() == 0) return reshape({1});
   start = resolve_axis(start), end = resolve_axis(end);
   if (start > end)
-    user_error("flatten: start axis " + std::to_string(start) + " is after end axis " + std::to_string(end) + " for shape " +
-         shape_str(shape()));
+    user_error("flatten: start axis " + std::to_string(start) + " is after end axis " + std::to_string(end) +
+               " for shape " + shape_str(shape()));
   Shape s(shape().begin(), shape().begin() + start);
   int64_t p = 1;
-  for (int64_t i = start; i <= end; i++) p *= shape()[i];
+  for (int64_t i = start; i <= end; i++)
+    p *= shape()[i];
   s.push_back(p);
   s.insert(s.end(), shape().begin() + end + 1, shape().end());
   return reshape(s);
@@ -401,8 +424,8 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
     if (s.is_index) {
       int64_t i = s.index < 0 ? s.index + n : s.index;
       if (i < 0 || i >= n)
-        user_error("index " + std::to_string(s.index) + " is out of bounds for axis " + std::to_string(d) + " with size " +
-             std::to_string(n));
+        user_error("index " + std::to_string(s.index) + " is out of bounds for axis " + std::to_string(d) +
+                   " with size " + std::to_string(n));
       sh.push_back({i, i + 1});
       continue;
     }
@@ -438,7 +461,8 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
     s[d] = m;
     s.insert(s.begin() + d + 1, k);
     std::vector<std::pair<int64_t, int64_t>> keep;
-    for (size_t i = 0; i < s.size(); i++) keep.push_back({0, s[i]});
+    for (size_t i = 0; i < s.size(); i++)
+      keep.push_back({0, s[i]});
     keep[d + 1] = {0, 1};
     Shape back = t.shape();
     back[d] = m;
@@ -451,11 +475,13 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
 
 Tensor Tensor::matmul(const Tensor& w) const {
   int64_t n1 = ndim(), n2 = w.ndim();
-  if (n1 == 0 || n2 == 0) user_error("matmul needs at least 1-D tensors: got shapes " + shape_str(shape()) + " and " + shape_str(w.shape()));
+  if (n1 == 0 || n2 == 0)
+    user_error("matmul needs at least 1-D tensors: got shapes " + shape_str(shape()) + " and " +
+               shape_str(w.shape()));
   int64_t k1 = shape().back(), k2 = w.shape()[n2 >= 2 ? n2 - 2 : 0];
   if (k1 != k2)
-    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" + std::to_string(k1) +
-         " != " + std::to_string(k2) + ")");
+    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" +
+               std::to_string(k1) + " != " + std::to_string(k2) + ")");
   // x: (..., n, 1, k); w: (..., 1, m, k); multiply and sum the last axis.
   int64_t ones = std::min({n1 - 1, n2 - 1, int64_t(1)});
   Shape xs(shape().begin(), shape().end() - 1);

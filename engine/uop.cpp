@@ -48,23 +48,27 @@ Shape infer_shape(Ops op, const std::vector<UOpRef>& src, const Arg& arg, bool& 
   const auto& in = s->shape;
   switch (op) {
   case Ops::RESHAPE:
-  case Ops::EXPAND: return std::get<std::vector<int64_t>>(arg);
+  case Ops::EXPAND:
+    return std::get<std::vector<int64_t>>(arg);
   case Ops::PERMUTE: {
     auto& p = std::get<std::vector<int64_t>>(arg);
     Shape out;
-    for (auto i : p) out.push_back(in[i]);
+    for (auto i : p)
+      out.push_back(in[i]);
     return out;
   }
   case Ops::PAD: {
     auto& p = std::get<std::vector<int64_t>>(arg);
     Shape out = in;
-    for (size_t i = 0; i < in.size(); i++) out[i] += p[2 * i] + p[2 * i + 1];
+    for (size_t i = 0; i < in.size(); i++)
+      out[i] += p[2 * i] + p[2 * i + 1];
     return out;
   }
   case Ops::SHRINK: {
     auto& p = std::get<std::vector<int64_t>>(arg);
     Shape out = in;
-    for (size_t i = 0; i < in.size(); i++) out[i] = p[2 * i + 1] - p[2 * i];
+    for (size_t i = 0; i < in.size(); i++)
+      out[i] = p[2 * i + 1] - p[2 * i];
     return out;
   }
   case Ops::REDUCE_AXIS: {
@@ -73,8 +77,11 @@ Shape infer_shape(Ops op, const std::vector<UOpRef>& src, const Arg& arg, bool& 
       if (a < static_cast<int64_t>(out.size())) out[a] = 1;
     return out;
   }
-  case Ops::SINK: has = false; return {};
-  default: return in;
+  case Ops::SINK:
+    has = false;
+    return {};
+  default:
+    return in;
   }
 }
 } // namespace
@@ -83,23 +90,30 @@ size_t hash_arg(const Arg& a) {
   return std::visit(
       [](const auto& v) -> size_t {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) return 0;
-        else if constexpr (std::is_same_v<T, int64_t>) return std::hash<int64_t>{}(v);
+        if constexpr (std::is_same_v<T, std::monostate>)
+          return 0;
+        else if constexpr (std::is_same_v<T, int64_t>)
+          return std::hash<int64_t>{}(v);
         else if constexpr (std::is_same_v<T, double>) {
           uint64_t bits;
           std::memcpy(&bits, &v, 8);
           return std::hash<uint64_t>{}(bits) ^ 0x55;
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           size_t h = 7;
-          for (auto x : v) h = mix(h, std::hash<int64_t>{}(x));
+          for (auto x : v)
+            h = mix(h, std::hash<int64_t>{}(x));
           return h;
         } else if constexpr (std::is_same_v<T, ReduceArg>) {
           size_t h = static_cast<size_t>(v.op) * 31;
-          for (auto x : v.axes) h = mix(h, std::hash<int64_t>{}(x));
+          for (auto x : v.axes)
+            h = mix(h, std::hash<int64_t>{}(x));
           return h;
-        } else if constexpr (std::is_same_v<T, std::string>) return std::hash<std::string>{}(v);
-        else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>) return v->hash();
-        else return std::hash<const void*>{}(v.get());
+        } else if constexpr (std::is_same_v<T, std::string>)
+          return std::hash<std::string>{}(v);
+        else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>)
+          return v->hash();
+        else
+          return std::hash<const void*>{}(v.get());
       },
       a);
 }
@@ -120,7 +134,8 @@ UOp::UOp(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg, size_t hash)
 
 UOpRef UOp::make(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg) {
   size_t h = mix(static_cast<size_t>(op) * 1315423911u, static_cast<size_t>(dtype));
-  for (auto& s : src) h = mix(h, reinterpret_cast<size_t>(s.get()));
+  for (auto& s : src)
+    h = mix(h, reinterpret_cast<size_t>(s.get()));
   h = mix(h, hash_arg(arg));
   auto& t = table();
   auto [lo, hi] = t.map.equal_range(h);
@@ -146,7 +161,8 @@ UOp::~UOp() {
   // Free long chains iteratively: a recursive release of a 100k-op graph would overflow the stack.
   static thread_local bool draining = false;
   static thread_local std::vector<UOpRef> pending;
-  for (auto& s : src) pending.push_back(std::move(s));
+  for (auto& s : src)
+    pending.push_back(std::move(s));
   if (realized) pending.push_back(std::move(realized));
   if (draining) return;
   draining = true;
@@ -162,17 +178,28 @@ size_t live_uops() { return table().map.size(); }
 double truncate_to(DType dt, double v) {
   if (!is_float(dt) && !std::isfinite(v)) return 0; // no integer holds nan or inf
   switch (dt) {
-  case DType::Bool: return v != 0 ? 1 : 0;
-  case DType::Int8: return static_cast<int8_t>(static_cast<int64_t>(v));
-  case DType::UInt8: return static_cast<uint8_t>(static_cast<int64_t>(v));
-  case DType::Int16: return static_cast<int16_t>(static_cast<int64_t>(v));
-  case DType::UInt16: return static_cast<uint16_t>(static_cast<int64_t>(v));
-  case DType::Int32: return static_cast<int32_t>(static_cast<int64_t>(v));
-  case DType::UInt32: return static_cast<uint32_t>(static_cast<int64_t>(v));
-  case DType::Int64: return static_cast<double>(static_cast<int64_t>(v));
-  case DType::UInt64: return v < 0 ? static_cast<double>(static_cast<uint64_t>(static_cast<int64_t>(v))) : std::trunc(v);
-  case DType::Float32: return static_cast<float>(v);
-  case DType::Float16: return static_cast<double>(static_cast<_Float16>(v));
+  case DType::Bool:
+    return v != 0 ? 1 : 0;
+  case DType::Int8:
+    return static_cast<int8_t>(static_cast<int64_t>(v));
+  case DType::UInt8:
+    return static_cast<uint8_t>(static_cast<int64_t>(v));
+  case DType::Int16:
+    return static_cast<int16_t>(static_cast<int64_t>(v));
+  case DType::UInt16:
+    return static_cast<uint16_t>(static_cast<int64_t>(v));
+  case DType::Int32:
+    return static_cast<int32_t>(static_cast<int64_t>(v));
+  case DType::UInt32:
+    return static_cast<uint32_t>(static_cast<int64_t>(v));
+  case DType::Int64:
+    return static_cast<double>(static_cast<int64_t>(v));
+  case DType::UInt64:
+    return v < 0 ? static_cast<double>(static_cast<uint64_t>(static_cast<int64_t>(v))) : std::trunc(v);
+  case DType::Float32:
+    return static_cast<float>(v);
+  case DType::Float16:
+    return static_cast<double>(static_cast<_Float16>(v));
   case DType::BFloat16: { // round to nearest even on the top 16 bits of the float32
     float f = static_cast<float>(v);
     uint32_t u;
@@ -181,7 +208,8 @@ double truncate_to(DType dt, double v) {
     std::memcpy(&f, &u, 4);
     return f;
   }
-  default: return v;
+  default:
+    return v;
   }
 }
 
@@ -198,7 +226,8 @@ double UOp::const_value() const {
 
 int64_t UOp::numel() const {
   int64_t n = 1;
-  for (auto s : shape) n *= s;
+  for (auto s : shape)
+    n *= s;
   return n;
 }
 
@@ -209,36 +238,81 @@ double exec_alu(Ops op, DType dt, const std::vector<double>& v) {
   auto I = [](double x) { return static_cast<int64_t>(x); };
   double r = 0;
   switch (op) {
-  case Ops::NEG: r = -v[0]; break;
-  case Ops::EXP2: r = std::exp2(v[0]); break;
-  case Ops::LOG2: r = std::log2(v[0]); break;
-  case Ops::SIN: r = std::sin(v[0]); break;
-  case Ops::SQRT: r = std::sqrt(v[0]); break;
-  case Ops::RECIP: r = 1.0 / v[0]; break;
-  case Ops::CAST: r = v[0]; break;
-  case Ops::ADD: r = v[0] + v[1]; break;
-  case Ops::SUB: r = v[0] - v[1]; break;
-  case Ops::MUL: r = v[0] * v[1]; break;
+  case Ops::NEG:
+    r = -v[0];
+    break;
+  case Ops::EXP2:
+    r = std::exp2(v[0]);
+    break;
+  case Ops::LOG2:
+    r = std::log2(v[0]);
+    break;
+  case Ops::SIN:
+    r = std::sin(v[0]);
+    break;
+  case Ops::SQRT:
+    r = std::sqrt(v[0]);
+    break;
+  case Ops::RECIP:
+    r = 1.0 / v[0];
+    break;
+  case Ops::CAST:
+    r = v[0];
+    break;
+  case Ops::ADD:
+    r = v[0] + v[1];
+    break;
+  case Ops::SUB:
+    r = v[0] - v[1];
+    break;
+  case Ops::MUL:
+    r = v[0] * v[1];
+    break;
   case Ops::IDIV:
-    if (fl) r = std::trunc(v[0] / v[1]);
-    else r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) / I(v[1]));
+    if (fl)
+      r = std::trunc(v[0] / v[1]);
+    else
+      r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) / I(v[1]));
     break;
   case Ops::MOD:
-    if (fl) r = std::fmod(v[0], v[1]);
-    else r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) % I(v[1]));
+    if (fl)
+      r = std::fmod(v[0], v[1]);
+    else
+      r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) % I(v[1]));
     break;
-  case Ops::MAX: r = std::isnan(v[0]) || std::isnan(v[1]) ? NAN : std::max(v[0], v[1]); break;
-  case Ops::FDIV: r = v[0] / v[1]; break;
-  case Ops::POW: r = std::pow(v[0], v[1]); break;
-  case Ops::CMPLT: return v[0] < v[1];
-  case Ops::CMPNE: return v[0] != v[1];
-  case Ops::AND: r = static_cast<double>(I(v[0]) & I(v[1])); break;
-  case Ops::OR: r = static_cast<double>(I(v[0]) | I(v[1])); break;
-  case Ops::XOR: r = static_cast<double>(I(v[0]) ^ I(v[1])); break;
-  case Ops::SHL: r = static_cast<double>(static_cast<uint64_t>(I(v[0])) << I(v[1])); break;
-  case Ops::SHR: r = static_cast<double>(I(v[0]) >> I(v[1])); break;
-  case Ops::WHERE: r = v[0] != 0 ? v[1] : v[2]; break;
-  default: throw std::logic_error(std::string("internal error: exec_alu of ") + name(op));
+  case Ops::MAX:
+    r = std::isnan(v[0]) || std::isnan(v[1]) ? NAN : std::max(v[0], v[1]);
+    break;
+  case Ops::FDIV:
+    r = v[0] / v[1];
+    break;
+  case Ops::POW:
+    r = std::pow(v[0], v[1]);
+    break;
+  case Ops::CMPLT:
+    return v[0] < v[1];
+  case Ops::CMPNE:
+    return v[0] != v[1];
+  case Ops::AND:
+    r = static_cast<double>(I(v[0]) & I(v[1]));
+    break;
+  case Ops::OR:
+    r = static_cast<double>(I(v[0]) | I(v[1]));
+    break;
+  case Ops::XOR:
+    r = static_cast<double>(I(v[0]) ^ I(v[1]));
+    break;
+  case Ops::SHL:
+    r = static_cast<double>(static_cast<uint64_t>(I(v[0])) << I(v[1]));
+    break;
+  case Ops::SHR:
+    r = static_cast<double>(I(v[0]) >> I(v[1]));
+    break;
+  case Ops::WHERE:
+    r = v[0] != 0 ? v[1] : v[2];
+    break;
+  default:
+    throw std::logic_error(std::string("internal error: exec_alu of ") + name(op));
   }
   return truncate_to(dt, r);
 }
@@ -247,11 +321,16 @@ double UOp::vmin() const {
   if (!range_) {
     double lo = dtype_min(dtype), hi = dtype_max(dtype);
     auto one = [&](double a, double b) { lo = a, hi = b; };
-    if (op == Ops::CONST) one(const_value(), const_value());
-    else if (op == Ops::RANGE) one(0, src[0]->vmax() - 1);
-    else if (op == Ops::ADD && !is_float(dtype)) one(src[0]->vmin() + src[1]->vmin(), src[0]->vmax() + src[1]->vmax());
-    else if (op == Ops::SUB && !is_float(dtype)) one(src[0]->vmin() - src[1]->vmax(), src[0]->vmax() - src[1]->vmin());
-    else if (op == Ops::NEG && !is_float(dtype)) one(-src[0]->vmax(), -src[0]->vmin());
+    if (op == Ops::CONST)
+      one(const_value(), const_value());
+    else if (op == Ops::RANGE)
+      one(0, src[0]->vmax() - 1);
+    else if (op == Ops::ADD && !is_float(dtype))
+      one(src[0]->vmin() + src[1]->vmin(), src[0]->vmax() + src[1]->vmax());
+    else if (op == Ops::SUB && !is_float(dtype))
+      one(src[0]->vmin() - src[1]->vmax(), src[0]->vmax() - src[1]->vmin());
+    else if (op == Ops::NEG && !is_float(dtype))
+      one(-src[0]->vmax(), -src[0]->vmin());
     else if (op == Ops::MUL && !is_float(dtype)) {
       double c[4] = {src[0]->vmin() * src[1]->vmin(), src[0]->vmin() * src[1]->vmax(),
                      src[0]->vmax() * src[1]->vmin(), src[0]->vmax() * src[1]->vmax()};
@@ -262,26 +341,38 @@ double UOp::vmin() const {
       one(std::floor(src[0]->vmin() / c), std::floor(src[0]->vmax() / c));
     } else if (op == Ops::MOD && !is_float(dtype) && src[1]->op == Ops::CONST && src[1]->const_value() > 0) {
       double c = src[1]->const_value();
-      if (src[0]->vmin() >= 0) one(0, std::min(c - 1, src[0]->vmax()));
-      else one(-(c - 1), c - 1);
-    } else if (op == Ops::MAX) one(std::max(src[0]->vmin(), src[1]->vmin()), std::max(src[0]->vmax(), src[1]->vmax()));
+      if (src[0]->vmin() >= 0)
+        one(0, std::min(c - 1, src[0]->vmax()));
+      else
+        one(-(c - 1), c - 1);
+    } else if (op == Ops::MAX)
+      one(std::max(src[0]->vmin(), src[1]->vmin()), std::max(src[0]->vmax(), src[1]->vmax()));
     else if (op == Ops::CMPLT) {
-      if (src[0]->vmax() < src[1]->vmin()) one(1, 1);
-      else if (src[0]->vmin() >= src[1]->vmax()) one(0, 0);
-      else one(0, 1);
-    } else if (op == Ops::CMPNE) {
-      if (src[0]->vmax() < src[1]->vmin() || src[0]->vmin() > src[1]->vmax()) one(1, 1);
-      else if (src[0]->vmin() == src[0]->vmax() && src[1]->vmin() == src[1]->vmax() && src[0]->vmin() == src[1]->vmin())
+      if (src[0]->vmax() < src[1]->vmin())
+        one(1, 1);
+      else if (src[0]->vmin() >= src[1]->vmax())
         one(0, 0);
-      else one(0, 1);
+      else
+        one(0, 1);
+    } else if (op == Ops::CMPNE) {
+      if (src[0]->vmax() < src[1]->vmin() || src[0]->vmin() > src[1]->vmax())
+        one(1, 1);
+      else if (src[0]->vmin() == src[0]->vmax() && src[1]->vmin() == src[1]->vmax() &&
+               src[0]->vmin() == src[1]->vmin())
+        one(0, 0);
+      else
+        one(0, 1);
     } else if (op == Ops::AND && dtype == DType::Bool)
       one(std::min(src[0]->vmin(), src[1]->vmin()), std::min(src[0]->vmax(), src[1]->vmax()));
     else if (op == Ops::OR && dtype == DType::Bool)
       one(std::max(src[0]->vmin(), src[1]->vmin()), std::max(src[0]->vmax(), src[1]->vmax()));
     else if (op == Ops::WHERE) {
-      if (src[0]->vmin() == 1) one(src[1]->vmin(), src[1]->vmax());
-      else if (src[0]->vmax() == 0) one(src[2]->vmin(), src[2]->vmax());
-      else one(std::min(src[1]->vmin(), src[2]->vmin()), std::max(src[1]->vmax(), src[2]->vmax()));
+      if (src[0]->vmin() == 1)
+        one(src[1]->vmin(), src[1]->vmax());
+      else if (src[0]->vmax() == 0)
+        one(src[2]->vmin(), src[2]->vmax());
+      else
+        one(std::min(src[1]->vmin(), src[2]->vmin()), std::max(src[1]->vmax(), src[2]->vmax()));
     } else if (op == Ops::CAST && !is_float(dtype) && !is_float(src[0]->dtype) &&
                src[0]->vmin() >= dtype_min(dtype) && src[0]->vmax() <= dtype_max(dtype))
       one(src[0]->vmin(), src[0]->vmax());
@@ -298,7 +389,8 @@ double UOp::vmax() const {
 
 std::string shape_str(const Shape& s) {
   std::string r = "(";
-  for (size_t i = 0; i < s.size(); i++) r += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); i++)
+    r += (i ? ", " : "") + std::to_string(s[i]);
   return r + (s.size() == 1 ? ",)" : ")");
 }
 
@@ -308,16 +400,21 @@ std::string UOp::arg_string() const {
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::monostate>) {
-        } else if constexpr (std::is_same_v<T, int64_t>) os << v;
-        else if constexpr (std::is_same_v<T, double>) os << v;
-        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) os << shape_str(v);
+        } else if constexpr (std::is_same_v<T, int64_t>)
+          os << v;
+        else if constexpr (std::is_same_v<T, double>)
+          os << v;
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+          os << shape_str(v);
         else if constexpr (std::is_same_v<T, ReduceArg>) {
           os << name(v.op);
           if (!v.axes.empty()) os << ", axes " << shape_str(v.axes);
-        }
-        else if constexpr (std::is_same_v<T, std::string>) os << v;
-        else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>) os << v->to_string();
-        else os << buffer_string(*v);
+        } else if constexpr (std::is_same_v<T, std::string>)
+          os << v;
+        else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>)
+          os << v->to_string();
+        else
+          os << buffer_string(*v);
       },
       arg);
   return os.str();
@@ -344,7 +441,8 @@ std::vector<const UOp*> toposort(const UOp* root) {
 std::string print_tree(const UOpRef& root) {
   std::unordered_map<const UOp*, int> parents;
   for (const UOp* u : toposort(root.get()))
-    for (auto& s : u->src) parents[s.get()]++;
+    for (auto& s : u->src)
+      parents[s.get()]++;
   std::unordered_map<const UOp*, int> names;
   std::ostringstream os;
   std::function<void(const UOp*, int)> rec = [&](const UOp* u, int depth) {
@@ -365,7 +463,8 @@ std::string print_tree(const UOpRef& root) {
     std::string a = (u->op == Ops::RESHAPE || u->op == Ops::EXPAND) ? "" : u->arg_string();
     if (!a.empty()) os << " " << a;
     os << "\n";
-    for (auto& s : u->src) rec(s.get(), depth + 1);
+    for (auto& s : u->src)
+      rec(s.get(), depth + 1);
   };
   rec(root.get(), 0);
   return os.str();

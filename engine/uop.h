@@ -42,7 +42,7 @@ struct UOp {
   mutable UOpRef realized;
 
   static UOpRef make(Ops op, DType dtype, std::vector<UOpRef> src = {}, Arg arg = {});
-  static UOpRef cconst(DType dtype, double v);         // CONST, value stored as the dtype wants
+  static UOpRef cconst(DType dtype, double v);          // CONST, value stored as the dtype wants
   static UOpRef cconst_like(const UOpRef& x, double v); // CONST with x's dtype
   ~UOp();
 

@@ -260,7 +260,8 @@ int t_realize_all(lua_State* L) {
   int top = lua_gettop(L);
   if (top == 1 && lua_type(L, 1) == LUA_TTABLE) { // realize_all{a, b}: unpack the list
     lua_Integer n = max_index(L, 1);
-    luaL_checkstack(L, static_cast<int>(std::min<lua_Integer>(n, 1000000)), "Tensor.realize_all: too many tensors");
+    luaL_checkstack(L, static_cast<int>(std::min<lua_Integer>(n, 1000000)),
+                    "Tensor.realize_all: too many tensors");
     for (lua_Integer i = 1; i <= n; i++)
       lua_rawgeti(L, 1, i);
   }

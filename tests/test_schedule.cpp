@@ -215,7 +215,8 @@ TEST_CASE("a reduce feeding two outputs runs once, in a kernel of its own", "[sc
   CHECK(kernels_during([&] { Tensor::realize_all({&b, &c}); }) == 3);
   A rs({6}, std::vector<double>(6, 0));
   for (int64_t i = 0; i < 6; i++)
-    for (int64_t j = 0; j < 5; j++) rs.data[i] += ra.data[i * 5 + j];
+    for (int64_t j = 0; j < 5; j++)
+      rs.data[i] += ra.data[i * 5 + j];
   check_values(b, map(rs, [](double v) { return v + 1; }), 1e-5, 1e-5);
   check_values(c, map(rs, [](double v) { return v * 2; }), 1e-5, 1e-5);
   // a reduce used twice inside one output's kernel stays fused

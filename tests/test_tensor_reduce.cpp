@@ -373,16 +373,19 @@ TEST_CASE("arange folds its cumsum to a closed form, also past the int32 index r
     CHECK(kernel_for(items[0]).src.find("ridx") == std::string::npos);
     std::vector<double> v = a.data();
     REQUIRE(static_cast<int64_t>(v.size()) == n);
-    for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 97)) CHECK(v[i] == static_cast<double>(i));
+    for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 97))
+      CHECK(v[i] == static_cast<double>(i));
     CHECK(v.back() == static_cast<double>(n - 1));
   }
   // float steps and offsets
   std::vector<double> f = Tensor::arange(-1, 2, 0.25).data();
   REQUIRE(f.size() == 12);
-  for (size_t i = 0; i < f.size(); i++) CHECK(f[i] == Approx(-1 + 0.25 * static_cast<double>(i)));
+  for (size_t i = 0; i < f.size(); i++)
+    CHECK(f[i] == Approx(-1 + 0.25 * static_cast<double>(i)));
   // a cumsum of loaded data is a real reduction and stays correct
   std::vector<double> d{3, -1, 4, 1, -5, 9, 2, 6};
   std::vector<double> c = Tensor::from_data(d, {8}, DType::Int32).cumsum(0).data();
   double run = 0;
-  for (size_t i = 0; i < d.size(); i++) CHECK(c[i] == (run += d[i]));
+  for (size_t i = 0; i < d.size(); i++)
+    CHECK(c[i] == (run += d[i]));
 }

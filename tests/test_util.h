@@ -276,7 +276,8 @@ inline size_t node_count(const mg::UOpRef& u) { return mg::toposort(u.get()).siz
 
 // A loop index in [0, n) over `axis`, and an int32 constant: the leaves of index math.
 inline mg::UOpRef range(int64_t n, int64_t axis = 0) {
-  return mg::UOp::make(mg::Ops::RANGE, mg::DType::Int32, {mg::UOp::cconst(mg::DType::Int32, static_cast<double>(n))},
+  return mg::UOp::make(mg::Ops::RANGE, mg::DType::Int32,
+                       {mg::UOp::cconst(mg::DType::Int32, static_cast<double>(n))},
                        std::vector<int64_t>{axis, 0});
 }
 inline mg::UOpRef ci(double v) { return mg::UOp::cconst(mg::DType::Int32, v); }

@@ -20,8 +20,10 @@ std::string literal(DType d, double v) {
     const char* suf = d == DType::Float64 ? "" : "f";
     if (std::isnan(v)) return "NAN";
     if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
-    if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(b, sizeof b, "%.1f%s", v, suf);
-    else std::snprintf(b, sizeof b, d == DType::Float64 ? "%.17g%s" : "%.9g%s", v, suf);
+    if (v == std::floor(v) && std::fabs(v) < 1e15)
+      std::snprintf(b, sizeof b, "%.1f%s", v, suf);
+    else
+      std::snprintf(b, sizeof b, d == DType::Float64 ? "%.17g%s" : "%.9g%s", v, suf);
     std::string s = b;
     if (d == DType::Float16) s = "((_Float16)" + s + ")";
     return v < 0 ? "(" + s + ")" : s;
@@ -43,7 +45,8 @@ std::string literal(DType d, double v) {
 std::string fcall(const char* f, DType d, const std::vector<std::string>& a) {
   std::string args;
   bool narrow = d == DType::Float16;
-  for (size_t i = 0; i < a.size(); i++) args += (i ? ", " : "") + (narrow ? "(float)" + a[i] : a[i]);
+  for (size_t i = 0; i < a.size(); i++)
+    args += (i ? ", " : "") + (narrow ? "(float)" + a[i] : a[i]);
   std::string call = std::string(f) + (d == DType::Float64 ? "" : "f") + "(" + args + ")";
   return narrow ? "((_Float16)" + call + ")" : call;
 }
@@ -52,19 +55,29 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
   DType d = u.dtype;
   auto bin = [&](const char* op) { return "(" + a[0] + op + a[1] + ")"; };
   switch (u.op) {
-  case Ops::NEG: return "(-" + a[0] + ")";
-  case Ops::EXP2: return fcall("exp2", d, a);
-  case Ops::LOG2: return fcall("log2", d, a);
-  case Ops::SIN: return fcall("sin", d, a);
-  case Ops::SQRT: return fcall("sqrt", d, a);
-  case Ops::POW: return fcall("pow", d, a);
-  case Ops::RECIP: return "(" + literal(d, 1) + "/" + a[0] + ")";
+  case Ops::NEG:
+    return "(-" + a[0] + ")";
+  case Ops::EXP2:
+    return fcall("exp2", d, a);
+  case Ops::LOG2:
+    return fcall("log2", d, a);
+  case Ops::SIN:
+    return fcall("sin", d, a);
+  case Ops::SQRT:
+    return fcall("sqrt", d, a);
+  case Ops::POW:
+    return fcall("pow", d, a);
+  case Ops::RECIP:
+    return "(" + literal(d, 1) + "/" + a[0] + ")";
   case Ops::CAST:
     if (d == DType::BFloat16) return "bf16_round((float)" + a[0] + ")";
     return "((" + std::string(c_type(d)) + ")" + a[0] + ")";
-  case Ops::ADD: return bin("+");
-  case Ops::SUB: return bin("-");
-  case Ops::MUL: return bin("*");
+  case Ops::ADD:
+    return bin("+");
+  case Ops::SUB:
+    return bin("-");
+  case Ops::MUL:
+    return bin("*");
   case Ops::IDIV:
   case Ops::MOD: {
     if (is_float(d)) return u.op == Ops::MOD ? fcall("fmod", d, a) : fcall("trunc", d, {bin("/")});
@@ -78,26 +91,39 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
     std::string special = u.op == Ops::IDIV ? "(" + a[1] + "==0?0:-" + a[0] + ")" : "0";
     return "((" + a[1] + "==0||" + a[1] + "==-1)?" + special + ":" + e + ")";
   }
-  case Ops::FDIV: return bin("/");
+  case Ops::FDIV:
+    return bin("/");
   case Ops::MAX: // NaN wins, as in numpy and torch
-    if (is_float(d)) return "((" + a[0] + ">" + a[1] + "||" + a[0] + "!=" + a[0] + ")?" + a[0] + ":" + a[1] + ")";
+    if (is_float(d))
+      return "((" + a[0] + ">" + a[1] + "||" + a[0] + "!=" + a[0] + ")?" + a[0] + ":" + a[1] + ")";
     return "((" + a[0] + ">" + a[1] + ")?" + a[0] + ":" + a[1] + ")";
-  case Ops::CMPLT: return bin("<");
-  case Ops::CMPNE: return bin("!=");
-  case Ops::AND: return bin("&");
-  case Ops::OR: return bin("|");
-  case Ops::XOR: return bin("^");
-  case Ops::SHL: return bin("<<");
-  case Ops::SHR: return bin(">>");
-  case Ops::WHERE: return "(" + a[0] + "?" + a[1] + ":" + a[2] + ")";
-  default: break;
+  case Ops::CMPLT:
+    return bin("<");
+  case Ops::CMPNE:
+    return bin("!=");
+  case Ops::AND:
+    return bin("&");
+  case Ops::OR:
+    return bin("|");
+  case Ops::XOR:
+    return bin("^");
+  case Ops::SHL:
+    return bin("<<");
+  case Ops::SHR:
+    return bin(">>");
+  case Ops::WHERE:
+    return "(" + a[0] + "?" + a[1] + ":" + a[2] + ")";
+  default:
+    break;
   }
   throw std::runtime_error(std::string("the C renderer does not support ") + name(u.op) + " yet");
 }
 
 const char* kPrelude = "#include <math.h>\n";
-const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union { unsigned int u; float f; } x = { (unsigned int)h << 16 }; return x.f; }\n"
-                    "static inline unsigned short f32_to_bf16(float f) { union { float f; unsigned int u; } x = { f }; return (unsigned short)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16); }\n"
+const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union { unsigned int u; float f; } "
+                    "x = { (unsigned int)h << 16 }; return x.f; }\n"
+                    "static inline unsigned short f32_to_bf16(float f) { union { float f; unsigned int u; } "
+                    "x = { f }; return (unsigned short)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16); }\n"
                     "static inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }\n";
 
 std::string ptr_type(DType d) { return d == DType::BFloat16 ? "unsigned short" : c_type(d); }
@@ -116,7 +142,8 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
     if (u->op == Ops::ENDRANGE) dep--;
     depth[u.get()] = dep;
     if (u->op == Ops::RANGE) dep++;
-    for (auto& s : u->src) uses[s.get()]++, user[s.get()] = u.get();
+    for (auto& s : u->src)
+      uses[s.get()]++, user[s.get()] = u.get();
     if (u->op == Ops::DEFINE_GLOBAL) globals[u->iarg()] = u->dtype;
     bf16 |= u->dtype == DType::BFloat16;
   }
@@ -132,24 +159,32 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
     auto it = expr.find(s.get());
     if (it == expr.end()) {
       if (s->op == Ops::CONST) return expr[s.get()] = literal(s->dtype, s->const_value());
-      throw std::logic_error(std::string("internal error: C renderer used ") + name(s->op) + " before defining it");
+      throw std::logic_error(std::string("internal error: C renderer used ") + name(s->op) +
+                             " before defining it");
     }
     return it->second;
   };
   for (auto& u : linear) {
     const UOp* p = u.get();
     switch (u->op) {
-    case Ops::CONST: E(u); break;
-    case Ops::DEFINE_GLOBAL: expr[p] = "data" + std::to_string(u->iarg()); break;
+    case Ops::CONST:
+      E(u);
+      break;
+    case Ops::DEFINE_GLOBAL:
+      expr[p] = "data" + std::to_string(u->iarg());
+      break;
     case Ops::RANGE: {
       std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
       expr[p] = n;
       if (p == par) { // this core's share of the outermost loop
         std::string sz = E(u->src[0]);
         std::string t = c_type(u->dtype);
-        line(t + " lo = (" + t + ")(" + sz + "*(long long)core/ncores), hi = (" + t + ")(" + sz + "*(long long)(core+1)/ncores);");
+        line(t + " lo = (" + t + ")(" + sz + "*(long long)core/ncores), hi = (" + t + ")(" + sz +
+             "*(long long)(core+1)/ncores);");
         line("for (" + t + " " + n + " = lo; " + n + " < hi; " + n + "++) {");
-      } else line("for (" + std::string(c_type(u->dtype)) + " " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " + n + "++) {");
+      } else
+        line("for (" + std::string(c_type(u->dtype)) + " " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " +
+             n + "++) {");
       ind++;
       break;
     }
@@ -186,16 +221,21 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
       expr[p] = n;
       break;
     }
-    case Ops::ASSIGN: line(E(u->src[0]) + " = " + E(u->src[1]) + ";"); break;
+    case Ops::ASSIGN:
+      line(E(u->src[0]) + " = " + E(u->src[1]) + ";");
+      break;
     default: {
       std::vector<std::string> a;
-      for (auto& s : u->src) a.push_back(E(s));
+      for (auto& s : u->src)
+        a.push_back(E(s));
       std::string e = alu_expr(*u, a);
       const UOp* us = user.count(p) ? user[p] : nullptr;
       int nest = 1;
-      for (auto& s : u->src) nest = std::max(nest, nesting[s.get()] + 1);
+      for (auto& s : u->src)
+        nest = std::max(nest, nesting[s.get()] + 1);
       // inline single-use values computed in their user's loop, but keep clang's bracket depth small
-      if (uses[p] == 1 && us && depth[us] == depth[p] && nest < 64) expr[p] = e, nesting[p] = nest;
+      if (uses[p] == 1 && us && depth[us] == depth[p] && nest < 64)
+        expr[p] = e, nesting[p] = nest;
       else {
         std::string n = fresh("alu");
         line(std::string(c_type(u->dtype)) + " " + n + " = " + e + ";");
@@ -207,7 +247,8 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
   std::ostringstream os;
   os << kPrelude << (bf16 ? kBf16 : "") << "void " << fn << "(void** bufs, int core, int ncores) {\n";
   for (auto& [i, d] : globals)
-    os << "  " << (i == 0 ? "" : "const ") << ptr_type(d) << "* restrict data" << i << " = bufs[" << i << "];\n";
+    os << "  " << (i == 0 ? "" : "const ") << ptr_type(d) << "* restrict data" << i << " = bufs[" << i
+       << "];\n";
   os << body.str() << "}\n";
   return os.str();
 }

@@ -6,14 +6,14 @@
 
 #include <condition_variable>
 #include <cstdio>
-#include <functional>
-#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include "backends/cpu/c_renderer.h"
@@ -32,9 +32,12 @@ std::string compiler() {
 
 std::string cache_dir() {
   std::string base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
-  else base = "/tmp";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = std::string(h) + "/.cache";
+  else
+    base = "/tmp";
   return base + "/moongrad/kernels";
 }
 
@@ -51,7 +54,8 @@ std::string digest(const std::string& s) {
     b = (b ^ c) * 0x100000001b3ULL + 0x9e37;
   }
   char out[40];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
   return out;
 }
 
@@ -194,10 +198,12 @@ private:
       std::remove((tmp + ".so").c_str());
       std::string e = err.str();
       if (e.size() > 2000) e = e.substr(0, 2000) + "...";
-      throw std::runtime_error("kernel compile failed (" + compiler() + ", exit " + std::to_string(rc) + "):\n" + e);
+      throw std::runtime_error("kernel compile failed (" + compiler() + ", exit " + std::to_string(rc) +
+                               "):\n" + e);
     }
     compiles_++;
-    if (std::rename((tmp + ".so").c_str(), so.c_str()) != 0) return std::make_shared<SharedObject>(tmp + ".so");
+    if (std::rename((tmp + ".so").c_str(), so.c_str()) != 0)
+      return std::make_shared<SharedObject>(tmp + ".so");
     return std::make_shared<SharedObject>(so);
   }
 
