@@ -211,39 +211,29 @@ struct Lowerer {
 
 } // namespace
 
-LoweredKernel lower_kernel(const UOpRef& ast0) {
-  LoweredKernel k;
-  const UOp* store = ast0->src.at(0).get();
+namespace {
+
+// Loop dims from the AST: the store's shape, and the reduce's input shape if there is one.
+KernelShape kernel_shape(const UOpRef& ast) {
   KernelShape ks;
-  ks.out = store->src[1]->st().shape();
-  k.out_shape = ks.out;
+  ks.out = ast->src.at(0)->src[1]->st().shape();
   ks.full = ks.out;
   std::vector<int64_t> axes;
-  for (const UOp* u : toposort(ast0.get()))
+  for (const UOp* u : toposort(ast.get()))
     if (u->op == Ops::REDUCE_AXIS) axes = u->rarg().axes;
-  // the reduce's input shape: any view inside it has the full shape
-  for (const UOp* v : views_of(ast0))
+  for (const UOp* v : views_of(ast)) // any view inside the reduce has the full shape
     if (v->st().shape() != ks.out) ks.full = v->st().shape();
   ks.kind.assign(ks.full.size(), kGlobal);
   for (auto a : axes)
     ks.kind[a] = kReduce;
+  return ks;
+}
 
-  // Merge adjacent dims (right to left) wherever every view stays one view, then apply opts.
-  ViewList sts;
-  for (const UOp* v : views_of(ast0))
-    sts.push_back({v, v->st()});
-  if (!settings().noopt) {
-    for (size_t i = ks.full.size(); i-- > 1;)
-      try_merge(ks, sts, i - 1);
-    std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
-    for (const UOp* u : toposort(ast0.get()))
-      if (u->op == Ops::LOAD) loaded.insert(u->src[1].get());
-    k.opts = hand_coded_opts(ks, sts, loaded);
-  }
-  std::vector<int64_t> new_axes;
+// The AST again, with the reshaped views and the reduce axes renumbered.
+UOpRef apply_views(const UOpRef& ast, const KernelShape& ks, const ViewList& sts) {
+  std::vector<int64_t> axes;
   for (size_t d = 0; d < ks.full.size(); d++)
-    if (ks.reduces(d)) new_axes.push_back(static_cast<int64_t>(d));
-  // rebuild the AST bottom-up with the merged views and renumbered reduce axes
+    if (ks.reduces(d)) axes.push_back(static_cast<int64_t>(d));
   std::unordered_map<const UOp*, UOpRef> vmap;
   for (auto& [u, st] : sts)
     vmap[u] = view_uop(st);
@@ -255,16 +245,15 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
        }},
       {UPat::op(Ops::REDUCE_AXIS), [&](const Match& m) {
          auto& u = m.root();
-         if (u->rarg().axes == new_axes) return UOpRef();
-         return UOp::make(Ops::REDUCE_AXIS, u->dtype, u->src, ReduceArg{u->rarg().op, new_axes});
+         if (u->rarg().axes == axes) return UOpRef();
+         return UOp::make(Ops::REDUCE_AXIS, u->dtype, u->src, ReduceArg{u->rarg().op, axes});
        }}};
-  k.ast = graph_rewrite(ast0, remap);
-  k.full_shape = ks.full;
+  return graph_rewrite(ast, remap);
+}
 
-  int64_t reach = 0;
-  for (auto& [u, st] : sts)
-    reach = std::max(reach, st.max_index_value());
-  DType it = reach > 2147483647 ? DType::Int64 : DType::Int32;
+// One RANGE per dim (a placeholder for expanded dims), the AST lowered through them, and the
+// STORE copied once per value of each UPCAST dim.
+UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it) {
   Lowerer lw(ks, it);
   for (size_t d = 0; d < ks.full.size(); d++) {
     if (ks.full[d] == 1)
@@ -273,8 +262,7 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
       lw.ranges.push_back(UOp::make(Ops::RANGE, it, {UOp::cconst(it, static_cast<double>(ks.full[d]))},
                                     std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]}));
   }
-  // the kernel's one STORE, copied once per value of each UPCAST dim
-  std::vector<UOpRef> stores{lw.lower(k.ast->src[0])};
+  std::vector<UOpRef> stores{lw.lower(ast->src[0])};
   for (size_t d = 0; d < ks.full.size(); d++) {
     if (ks.kind[d] != kUpcast) continue;
     std::vector<UOpRef> next;
@@ -283,12 +271,41 @@ LoweredKernel lower_kernel(const UOpRef& ast0) {
         next.push_back(c);
     stores = std::move(next);
   }
-  k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
+  return UOp::make(Ops::SINK, DType::Void, stores);
+}
+
+} // namespace
+
+LoweredKernel lower_kernel(const UOpRef& ast) {
+  LoweredKernel k;
+  KernelShape ks = kernel_shape(ast);
+  k.out_shape = ks.out;
+  ViewList sts;
+  for (const UOp* v : views_of(ast))
+    sts.push_back({v, v->st()});
+  if (!settings().noopt) {
+    // merge adjacent dims (right to left) wherever every view stays one view, then opts
+    for (size_t i = ks.full.size(); i-- > 1;)
+      try_merge(ks, sts, i - 1);
+    std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
+    for (const UOp* u : toposort(ast.get()))
+      if (u->op == Ops::LOAD) loaded.insert(u->src[1].get());
+    k.opts = hand_coded_opts(ks, sts, loaded);
+  }
+  k.ast = apply_views(ast, ks, sts);
+  k.full_shape = ks.full;
+  int64_t reach = 0; // index math is int32 unless some view can reach past 2^31
+  for (auto& [u, st] : sts)
+    reach = std::max(reach, st.max_index_value());
+  k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
   k.simplified =
       graph_rewrite(graph_rewrite(k.lowered, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
   k.linear = linearize(k.simplified);
-  k.name = new_axes.empty() ? "E" : "r";
+  bool reduces = false;
+  for (size_t d = 0; d < ks.full.size(); d++)
+    reduces |= ks.reduces(d);
+  k.name = reduces ? "r" : "E";
   for (auto d : ks.full)
     k.name += "_" + std::to_string(d);
   return k;
