@@ -130,126 +130,136 @@ std::string ptr_type(DType d) { return d == DType::BFloat16 ? "unsigned short" :
 
 } // namespace
 
-std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
-  // Uses and loop depth of each node decide what is inlined: a value used once, in the loop
-  // where it is computed, becomes part of its user's expression.
-  std::unordered_map<const UOp*, int> uses, depth;
+namespace {
+
+// The state of one rendering: what each node is called, and the body written so far.
+struct CRender {
+  std::unordered_map<const UOp*, int> uses, depth, nesting; // nesting: parentheses of an inlined value
   std::unordered_map<const UOp*, const UOp*> user;
+  std::unordered_map<const UOp*, std::string> expr;
+  std::map<std::string, int> counters;
+  std::ostringstream body;
+  int ind = 1;
+  const UOp* par = nullptr; // the loop split across cores, if any
+
+  std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
+  void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
+  const std::string& E(const UOpRef& s) {
+    auto it = expr.find(s.get());
+    if (it != expr.end()) return it->second;
+    if (s->op == Ops::CONST) return expr[s.get()] = literal(s->dtype, s->const_value());
+    throw std::logic_error(std::string("internal error: C renderer used ") + name(s->op) +
+                           " before defining it");
+  }
+  // A named variable `prefix<N>` holding `value`.
+  void declare(const UOpRef& u, const std::string& prefix, const std::string& value) {
+    std::string n = fresh(prefix);
+    line(std::string(c_type(u->dtype)) + " " + n + " = " + value + ";");
+    expr[u.get()] = n;
+  }
+};
+
+void render_range(CRender& r, const UOpRef& u) {
+  std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
+  std::string t = c_type(u->dtype), sz = r.E(u->src[0]);
+  r.expr[u.get()] = n;
+  if (u.get() == r.par) { // this core's share of the outermost loop
+    r.line(t + " lo = (" + t + ")(" + sz + "*(long long)core/ncores), hi = (" + t + ")(" + sz +
+           "*(long long)(core+1)/ncores);");
+    r.line("for (" + t + " " + n + " = lo; " + n + " < hi; " + n + "++) {");
+  } else
+    r.line("for (" + t + " " + n + " = 0; " + n + " < " + sz + "; " + n + "++) {");
+  r.ind++;
+}
+
+void render_load(CRender& r, const UOpRef& u) {
+  const UOp* idx = u->src[0].get();
+  std::string v = r.expr.at(idx);
+  if (idx->src.size() > 2) v = "(" + r.E(idx->src[2]) + "?" + v + ":" + literal(u->dtype, 0) + ")"; // gated
+  r.declare(u, "val", v);
+}
+
+void render_store(CRender& r, const UOpRef& u) {
+  const UOp* idx = u->src[0].get();
+  std::string v = r.E(u->src[1]);
+  if (idx->dtype == DType::BFloat16) v = "f32_to_bf16(" + v + ")";
+  r.line(r.E(idx->src[0]) + "[" + r.E(idx->src[1]) + "] = " + v + ";");
+}
+
+// Values are inlined into their single user when computed in the same loop (keeping clang's
+// bracket depth small); otherwise they get a name.
+void render_alu(CRender& r, const UOpRef& u) {
+  std::vector<std::string> a;
+  int nest = 1;
+  for (auto& s : u->src) {
+    a.push_back(r.E(s));
+    nest = std::max(nest, r.nesting[s.get()] + 1);
+  }
+  std::string e = alu_expr(*u, a);
+  const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
+  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64)
+    r.expr[u.get()] = e, r.nesting[u.get()] = nest;
+  else
+    r.declare(u, "alu", e);
+}
+
+// What each non-ALU op of the linear program becomes in C.
+const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
+  static const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)> rules{
+      {Ops::CONST, [](CRender& r, const UOpRef& u) { r.E(u); }},
+      {Ops::DEFINE_GLOBAL,
+       [](CRender& r, const UOpRef& u) { r.expr[u.get()] = "data" + std::to_string(u->iarg()); }},
+      {Ops::RANGE, render_range},
+      {Ops::ENDRANGE,
+       [](CRender& r, const UOpRef&) {
+         r.ind--;
+         r.line("}");
+       }},
+      {Ops::INDEX,
+       [](CRender& r, const UOpRef& u) {
+         std::string ref = r.E(u->src[0]) + "[" + r.E(u->src[1]) + "]";
+         r.expr[u.get()] = u->dtype == DType::BFloat16 ? "bf16_to_f32(" + ref + ")" : ref;
+       }},
+      {Ops::LOAD, render_load},
+      {Ops::STORE, render_store},
+      {Ops::DEFINE_ACC, [](CRender& r, const UOpRef& u) { r.declare(u, "acc", r.E(u->src[0])); }},
+      {Ops::ASSIGN,
+       [](CRender& r, const UOpRef& u) { r.line(r.E(u->src[0]) + " = " + r.E(u->src[1]) + ";"); }},
+  };
+  return rules;
+}
+
+} // namespace
+
+std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
+  CRender r;
   std::map<int64_t, DType> globals;
   bool bf16 = false;
   int dep = 0;
   for (auto& u : linear) {
     if (u->op == Ops::ENDRANGE) dep--;
-    depth[u.get()] = dep;
+    r.depth[u.get()] = dep;
     if (u->op == Ops::RANGE) dep++;
     for (auto& s : u->src)
-      uses[s.get()]++, user[s.get()] = u.get();
+      r.uses[s.get()]++, r.user[s.get()] = u.get();
     if (u->op == Ops::DEFINE_GLOBAL) globals[u->iarg()] = u->dtype;
     bf16 |= u->dtype == DType::BFloat16;
   }
-  std::ostringstream body;
-  std::unordered_map<const UOp*, std::string> expr;
-  std::unordered_map<const UOp*, int> nesting; // parenthesis depth of an inlined expression
-  std::map<std::string, int> counters;
-  auto fresh = [&](const std::string& p) { return p + std::to_string(counters[p]++); };
-  int ind = 1;
-  const UOp* par = parallel ? parallel_loop(linear) : nullptr;
-  auto line = [&](const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; };
-  auto E = [&](const UOpRef& s) -> const std::string& {
-    auto it = expr.find(s.get());
-    if (it == expr.end()) {
-      if (s->op == Ops::CONST) return expr[s.get()] = literal(s->dtype, s->const_value());
-      throw std::logic_error(std::string("internal error: C renderer used ") + name(s->op) +
-                             " before defining it");
-    }
-    return it->second;
-  };
+  r.par = parallel ? parallel_loop(linear) : nullptr;
+  const auto& rules = c_rules();
   for (auto& u : linear) {
-    const UOp* p = u.get();
-    switch (u->op) {
-    case Ops::CONST:
-      E(u);
-      break;
-    case Ops::DEFINE_GLOBAL:
-      expr[p] = "data" + std::to_string(u->iarg());
-      break;
-    case Ops::RANGE: {
-      std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
-      expr[p] = n;
-      if (p == par) { // this core's share of the outermost loop
-        std::string sz = E(u->src[0]);
-        std::string t = c_type(u->dtype);
-        line(t + " lo = (" + t + ")(" + sz + "*(long long)core/ncores), hi = (" + t + ")(" + sz +
-             "*(long long)(core+1)/ncores);");
-        line("for (" + t + " " + n + " = lo; " + n + " < hi; " + n + "++) {");
-      } else
-        line("for (" + std::string(c_type(u->dtype)) + " " + n + " = 0; " + n + " < " + E(u->src[0]) + "; " +
-             n + "++) {");
-      ind++;
-      break;
-    }
-    case Ops::ENDRANGE:
-      ind--;
-      line("}");
-      break;
-    case Ops::INDEX: {
-      std::string ref = E(u->src[0]) + "[" + E(u->src[1]) + "]";
-      if (u->dtype == DType::BFloat16) ref = "bf16_to_f32(" + ref + ")";
-      expr[p] = ref;
-      break;
-    }
-    case Ops::LOAD: {
-      const UOp* idx = u->src[0].get();
-      std::string v = expr.at(idx);
-      if (idx->src.size() > 2) v = "(" + E(idx->src[2]) + "?" + v + ":" + literal(u->dtype, 0) + ")";
-      std::string n = fresh("val");
-      line(std::string(c_type(u->dtype)) + " " + n + " = " + v + ";");
-      expr[p] = n;
-      break;
-    }
-    case Ops::STORE: {
-      const UOp* idx = u->src[0].get();
-      std::string target = E(idx->src[0]) + "[" + E(idx->src[1]) + "]";
-      std::string v = E(u->src[1]);
-      if (idx->dtype == DType::BFloat16) v = "f32_to_bf16(" + v + ")";
-      line(target + " = " + v + ";");
-      break;
-    }
-    case Ops::DEFINE_ACC: {
-      std::string n = fresh("acc");
-      line(std::string(c_type(u->dtype)) + " " + n + " = " + E(u->src[0]) + ";");
-      expr[p] = n;
-      break;
-    }
-    case Ops::ASSIGN:
-      line(E(u->src[0]) + " = " + E(u->src[1]) + ";");
-      break;
-    default: {
-      std::vector<std::string> a;
-      for (auto& s : u->src)
-        a.push_back(E(s));
-      std::string e = alu_expr(*u, a);
-      const UOp* us = user.count(p) ? user[p] : nullptr;
-      int nest = 1;
-      for (auto& s : u->src)
-        nest = std::max(nest, nesting[s.get()] + 1);
-      // inline single-use values computed in their user's loop, but keep clang's bracket depth small
-      if (uses[p] == 1 && us && depth[us] == depth[p] && nest < 64)
-        expr[p] = e, nesting[p] = nest;
-      else {
-        std::string n = fresh("alu");
-        line(std::string(c_type(u->dtype)) + " " + n + " = " + e + ";");
-        expr[p] = n;
-      }
-    }
-    }
+    auto it = rules.find(u->op);
+    if (it != rules.end())
+      it->second(r, u);
+    else
+      render_alu(r, u);
   }
   std::ostringstream os;
   os << kPrelude << (bf16 ? kBf16 : "") << "void " << fn << "(void** bufs, int core, int ncores) {\n";
   for (auto& [i, d] : globals)
     os << "  " << (i == 0 ? "" : "const ") << ptr_type(d) << "* restrict data" << i << " = bufs[" << i
        << "];\n";
-  os << body.str() << "}\n";
+  os << r.body.str() << "}\n";
   return os.str();
 }
 
