@@ -71,4 +71,10 @@ test("outputs sharing a realized intermediate each read their own values", funct
   same(o1:tolist(), { 9.0, 15.0, 21.0, 27.0 })
 end)
 
+test("a buffer larger than the machine's memory is an error, not a killed process", function()
+  H.errors(function() Tensor.zeros(10000000, 10000000):realize() end, "cannot allocate", "MiB")
+  -- and the process goes on working
+  same((Tensor { 1, 2 } + 1):tolist(), { 2, 3 })
+end)
+
 H.done()
