@@ -119,6 +119,17 @@ std::string alu_expr(const UOp& u, const std::vector<std::string>& a) {
   throw std::runtime_error(std::string("the C renderer does not support ") + name(u.op) + " yet");
 }
 
+// Whether alu_expr writes an operand more than once (so an inlined operand would be copied,
+// and nested copies grow the source exponentially): those operands get names instead.
+bool repeats_operands(const UOp& u) {
+  if (u.op == Ops::MAX) return is_float(u.dtype);
+  if (u.op == Ops::IDIV || u.op == Ops::MOD) {
+    const UOp& b = *u.src[1];
+    return !is_float(u.dtype) && !(b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1);
+  }
+  return false;
+}
+
 const char* kPrelude = "#include <math.h>\n";
 const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union { unsigned int u; float f; } "
                     "x = { (unsigned int)h << 16 }; return x.f; }\n"
@@ -197,7 +208,7 @@ void render_alu(CRender& r, const UOpRef& u) {
   }
   std::string e = alu_expr(*u, a);
   const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
-  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64)
+  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 && !repeats_operands(*us))
     r.expr[u.get()] = e, r.nesting[u.get()] = nest;
   else
     r.declare(u, "alu", e);

@@ -77,4 +77,24 @@ test("a buffer larger than the machine's memory is an error, not a killed proces
   same((Tensor { 1, 2 } + 1):tolist(), { 2, 3 })
 end)
 
+test("nested max/where/minimum render C of linear size (no copied operands)", function()
+  local x, y = Tensor.rand(2, 16), Tensor.rand(2, 16)
+  local v = Tensor { 2.0 }:gt(1):where(x:minimum(1), y)
+  for _ = 1, 6 do v = v:maximum(v * 0.5):minimum(v + 1) end
+  local item = v:max(1):schedule()[1]
+  assert(#item.src < 40000, "kernel source is " .. #item.src .. " bytes")
+  local want = {}
+  local xl, yl = x:tolist(), y:tolist()
+  for i = 1, 2 do
+    local m = -math.huge
+    for j = 1, 16 do
+      local e = math.min(xl[i][j], 1)
+      for _ = 1, 6 do e = math.min(math.max(e, e * 0.5), e + 1) end
+      m = math.max(m, e)
+    end
+    want[i] = m
+  end
+  same(v:max(1):tolist(), want, 1e-6)
+end)
+
 H.done()
