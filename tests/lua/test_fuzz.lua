@@ -2,7 +2,7 @@
 -- compiled C kernels) against an independent plain-Lua reference.
 --
 -- Each seed builds a few random expression trees (depth up to 5) of elementwise, broadcasting,
--- reduce, movement, slicing, matmul and softmax ops on small float32 inputs, applying every op
+-- reduce, movement, slicing, matmul and (log_)softmax ops on small float32 inputs, applying every op
 -- both to moongrad Tensors and to a reference tensor {shape, d (values), e (error bounds)}.
 -- The reference computes in double precision and carries, per element, a bound on how far
 -- float32 evaluation may drift from the exact value; ops whose result would be ill-conditioned
@@ -496,6 +496,15 @@ local function softmax_ref(a, ax)
   return s and binary("div", x, s)
 end
 
+local function log_softmax_ref(a, ax) -- (x - max) - log(sum(exp(x - max)))
+  local m = Ref.reduce(a, { ax }, true, RED.max)
+  local d = binary("sub", a, m)
+  local x = d and unary("exp", d)
+  local s = x and Ref.reduce(x, { ax }, true, RED.sum)
+  local l = s and unary("log", s)
+  return l and binary("sub", d, l)
+end
+
 -- ---------------------------------------------------------------- generator
 
 local function rand_shape(R, rank)
@@ -844,13 +853,14 @@ OPS.softmax = function(st, depth, S)
   if #S == 0 then return nil end
   local ax = R.int(0, #S - 1)
   local a = gen(st, depth - 1, S, false)
-  local ref = softmax_ref(a.r, ax)
+  local name = R.chance(0.25) and "log_softmax" or "softmax"
+  local ref = (name == "softmax" and softmax_ref or log_softmax_ref)(a.r, ax)
   if ref == nil then return nil end
   local tmpl
   if ax == #S - 1 and R.chance(0.3) then
-    tmpl = "$1:softmax()"
+    tmpl = "$1:" .. name .. "()"
   else
-    tmpl = ("$1:softmax(%d)"):format(R.chance(0.3) and ax - #S or ax)
+    tmpl = ("$1:%s(%d)"):format(name, R.chance(0.3) and ax - #S or ax)
   end
   return apply(tmpl, { a }, ref)
 end
@@ -1177,7 +1187,8 @@ local function run_seed(seed)
       else
         local rank = R.pick { 0, 1, 1, 2, 2, 2, 3, 3 }
         local depth = R.pick { 1, 2, 2, 3, 3, 3, 4, 4, 5 }
-        node = gen(st, depth, rand_shape(R, rank), R.chance(0.1))
+        local isbool = R.chance(0.1)
+        node = gen(st, depth, rand_shape(R, rank), isbool)
       end
       st.lines[#st.lines + 1] = ("local o%d = %s"):format(i, node.code)
       outs[i] = node
