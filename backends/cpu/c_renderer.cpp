@@ -26,7 +26,7 @@ std::string literal(DType d, double v) {
       std::snprintf(b, sizeof b, d == DType::Float64 ? "%.17g%s" : "%.9g%s", v, suf);
     std::string s = b;
     if (d == DType::Float16) s = "((_Float16)" + s + ")";
-    return v < 0 ? "(" + s + ")" : s;
+    return std::signbit(v) ? "(" + s + ")" : s; // -0.0 too: x - -0.0f must not read as x--0.0f
   }
   if (d == DType::Bool) return v != 0 ? "1" : "0";
   if (d == DType::UInt64) {
