@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -108,6 +109,20 @@ DType sum_acc_dtype(DType d) {
   if (is_unsigned(d)) return promote(d, DType::UInt32);
   if (is_int(d) || d == DType::Bool) return promote(d, DType::Int32);
   return promote(d, DType::Float32) == DType::Float32 ? DType::Float32 : d;
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+float bf16_to_f32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 DType float_of(DType d) { return is_float(d) ? d : default_float; }

@@ -50,6 +50,10 @@ DType float_of(DType d);
 inline constexpr DType default_float = DType::Float32;
 inline constexpr DType default_int = DType::Int32;
 
+// bfloat16 bits from a float (round to nearest even; NaN stays NaN) and back.
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+
 // Min and max representable value, as doubles (for const folding and ranges).
 double dtype_min(DType d);
 double dtype_max(DType d);

@@ -62,11 +62,7 @@ void store_as(DType d, void* p, double v) {
     *static_cast<_Float16*>(p) = static_cast<_Float16>(v);
     break;
   case DType::BFloat16: {
-    float f = static_cast<float>(v);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7fff + ((u >> 16) & 1); // round to nearest even
-    uint16_t h = static_cast<uint16_t>(u >> 16);
+    uint16_t h = f32_to_bf16(static_cast<float>(v));
     std::memcpy(p, &h, 2);
     break;
   }
@@ -106,10 +102,7 @@ double load_as(DType d, const void* p) {
   case DType::BFloat16: {
     uint16_t h;
     std::memcpy(&h, p, 2);
-    uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
+    return bf16_to_f32(h);
   }
   case DType::Float32:
     return *static_cast<const float*>(p);

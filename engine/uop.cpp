@@ -200,14 +200,8 @@ double truncate_to(DType dt, double v) {
     return static_cast<float>(v);
   case DType::Float16:
     return static_cast<double>(static_cast<_Float16>(v));
-  case DType::BFloat16: { // round to nearest even on the top 16 bits of the float32
-    float f = static_cast<float>(v);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (!std::isnan(f)) u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
+  case DType::BFloat16:
+    return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
   default:
     return v;
   }
