@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/errors.h"
 #include "engine/lowerer.h"
 #include "engine/pattern.h"
 
@@ -16,7 +17,7 @@ namespace {
 double reduce_identity(Ops op, DType d) {
   if (op == Ops::ADD) return 0;
   if (op == Ops::MAX) return dtype_min(d);
-  throw std::logic_error(std::string("internal error: no identity for reduce ") + name(op));
+  internal_error(std::string("no identity for reduce ") + name(op));
 }
 
 struct Acc {
@@ -57,8 +58,7 @@ struct Linearizer {
 
   void emit(const UOpRef& u, uint64_t allowed) {
     if (emitted.count(u.get())) return;
-    if (u->op == Ops::RANGE)
-      throw std::logic_error("internal error: linearize reached a loop that is not open");
+    if (u->op == Ops::RANGE) internal_error("linearize reached a loop that is not open");
     if (u->op == Ops::DEFINE_ACC) return emit_acc(u, allowed);
     for (auto& s : u->src)
       emit(s, allowed);

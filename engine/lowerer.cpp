@@ -237,17 +237,16 @@ UOpRef apply_views(const UOpRef& ast, const KernelShape& ks, const ViewList& sts
   std::unordered_map<const UOp*, UOpRef> vmap;
   for (auto& [u, st] : sts)
     vmap[u] = view_uop(st);
-  PatternMatcher remap{
-      {UPat::op(Ops::VIEW),
-       [&](const Match& m) {
-         auto it = vmap.find(m.root().get());
-         return it == vmap.end() ? UOpRef() : it->second;
-       }},
-      {UPat::op(Ops::REDUCE_AXIS), [&](const Match& m) {
-         auto& u = m.root();
-         if (u->rarg().axes == axes) return UOpRef();
-         return UOp::make(Ops::REDUCE_AXIS, u->dtype, u->src, ReduceArg{u->rarg().op, axes});
-       }}};
+  PatternMatcher remap{{UPat::op(Ops::VIEW),
+                        [&](const Match& m) {
+                          auto it = vmap.find(m.root().get());
+                          return it == vmap.end() ? UOpRef() : it->second;
+                        }},
+                       {UPat::op(Ops::REDUCE_AXIS), [&](const Match& m) {
+                          auto& u = m.root();
+                          if (u->rarg().axes == axes) return UOpRef();
+                          return UOp::make(Ops::REDUCE_AXIS, u->dtype, u->src, ReduceArg{u->rarg().op, axes});
+                        }}};
   return graph_rewrite(ast, remap);
 }
 

@@ -1,4 +1,5 @@
 #include "engine/pattern.h"
+#include "engine/errors.h"
 
 #include <stdexcept>
 #include <unordered_map>
@@ -57,7 +58,7 @@ UPat operator|(const UPat& a, const UPat& b) { return UPat::op(Ops::OR, {a, b});
 const UOpRef& Match::operator[](const std::string& n) const {
   for (auto& [k, v] : vars)
     if (k == n) return v;
-  throw std::logic_error("internal error: pattern has no variable '" + n + "'");
+  internal_error("pattern has no variable '" + n + "'");
 }
 
 namespace {

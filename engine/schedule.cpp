@@ -1,4 +1,5 @@
 #include "engine/schedule.h"
+#include "engine/errors.h"
 
 #include <algorithm>
 #include <map>
@@ -156,7 +157,7 @@ struct KernelBuilder {
         src.push_back(walk(x, path, in_reduce));
       return UOp::make(u->op, u->dtype, std::move(src), u->arg);
     }
-    throw std::logic_error(std::string("internal error: cannot schedule ") + name(u->op));
+    internal_error(std::string("cannot schedule ") + name(u->op));
   }
 };
 

@@ -32,11 +32,4 @@ Settings& settings() {
   return s;
 }
 
-void load_settings_from_env() {
-  Settings& s = settings();
-  s.debug = env_int("DEBUG", s.debug);
-  s.beam = env_int("BEAM", s.beam);
-  s.noopt = env_int("NOOPT", s.noopt) != 0;
-  if (const char* d = std::getenv("DEV"); d && *d) s.device = d;
-}
 } // namespace mg

@@ -11,6 +11,4 @@ struct Settings {
   int threads = 1; // MG_THREADS, default: every core
 };
 Settings& settings();
-// Re-reads DEBUG, BEAM, NOOPT, DEV, CLANG from the environment.
-void load_settings_from_env();
 } // namespace mg

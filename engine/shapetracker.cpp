@@ -1,4 +1,5 @@
 #include "engine/shapetracker.h"
+#include "engine/errors.h"
 
 #include <algorithm>
 #include <functional>
@@ -283,7 +284,7 @@ ShapeTracker ShapeTracker::apply(Ops op, const Arg& arg) const {
   case Ops::FLIP:
     return flip(std::vector<bool>(v.begin(), v.end()));
   default:
-    throw std::logic_error(std::string("internal error: ShapeTracker::apply of ") + name(op));
+    internal_error(std::string("ShapeTracker::apply of ") + name(op));
   }
 }
 

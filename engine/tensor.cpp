@@ -73,7 +73,7 @@ void store_as(DType d, void* p, double v) {
     *static_cast<double*>(p) = v;
     break;
   default:
-    throw std::logic_error("internal error: store_as void");
+    internal_error("store_as void");
   }
 }
 
@@ -109,7 +109,7 @@ double load_as(DType d, const void* p) {
   case DType::Float64:
     return *static_cast<const double*>(p);
   default:
-    throw std::logic_error("internal error: load_as void");
+    internal_error("load_as void");
   }
 }
 
@@ -261,11 +261,7 @@ std::vector<double> Tensor::data() {
   const UOp* u = uop.get();
   while (is_movement(u->op))
     chain.push_back(u), u = u->src[0].get();
-  if (u->op == Ops::CONST) {
-    std::fill(out.begin(), out.end(), u->const_value());
-    return out;
-  }
-  if (u->op != Ops::BUFFER) throw std::logic_error("internal error: realized tensor is not a buffer view");
+  if (u->op != Ops::BUFFER) internal_error("realized tensor is not a buffer view");
   ShapeTracker st = ShapeTracker::contiguous(u->shape);
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     st = st.apply((*it)->op, (*it)->arg);

@@ -1,4 +1,5 @@
 #include "engine/uop.h"
+#include "engine/errors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -306,7 +307,7 @@ double exec_alu(Ops op, DType dt, const std::vector<double>& v) {
     r = v[0] != 0 ? v[1] : v[2];
     break;
   default:
-    throw std::logic_error(std::string("internal error: exec_alu of ") + name(op));
+    internal_error(std::string("exec_alu of ") + name(op));
   }
   return truncate_to(dt, r);
 }

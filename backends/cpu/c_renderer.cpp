@@ -1,4 +1,5 @@
 #include "backends/cpu/c_renderer.h"
+#include "engine/errors.h"
 
 #include "engine/lowerer.h"
 
@@ -159,8 +160,7 @@ struct CRender {
     auto it = expr.find(s.get());
     if (it != expr.end()) return it->second;
     if (s->op == Ops::CONST) return expr[s.get()] = literal(s->dtype, s->const_value());
-    throw std::logic_error(std::string("internal error: C renderer used ") + name(s->op) +
-                           " before defining it");
+    internal_error(std::string("C renderer used ") + name(s->op) + " before defining it");
   }
   // A named variable `prefix<N>` holding `value`.
   void declare(const UOpRef& u, const std::string& prefix, const std::string& value) {

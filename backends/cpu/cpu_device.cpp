@@ -149,8 +149,9 @@ public:
     // later when the kernel touches it. Refuse it here with an error instead.
     size_t ram = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
     if (bytes > ram)
-      throw std::runtime_error("cannot allocate " + std::to_string(bytes >> 20) + " MiB on CPU: the machine has " +
-                               std::to_string(ram >> 20) + " MiB of memory");
+      throw std::runtime_error("cannot allocate " + std::to_string(bytes >> 20) +
+                               " MiB on CPU: the machine has " + std::to_string(ram >> 20) +
+                               " MiB of memory");
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes on CPU");
     return p;
