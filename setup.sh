@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 liblua5.4-dev catch2)
+PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 liblua5.4-dev libedit-dev catch2)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -125,6 +125,13 @@ static Compiled& compiled_for(const ScheduleItem& item) {
 
 const KernelInfo& kernel_for(const ScheduleItem& item) { return compiled_for(item).info; }
 
+static std::vector<KernelLog*>& kernel_logs() {
+  static std::vector<KernelLog*> logs;
+  return logs;
+}
+KernelLog::KernelLog() { kernel_logs().push_back(this); }
+KernelLog::~KernelLog() { std::erase(kernel_logs(), this); }
+
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   std::vector<KernelRun> runs;
   auto& gc = global_counters();
@@ -138,6 +145,8 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     runs.push_back({&c.info, s});
+    for (KernelLog* log : kernel_logs())
+      log->runs.emplace_back(c.info, s);
     gc.kernel_count++;
     gc.time_sum_s += s;
     gc.global_ops += c.info.flops;

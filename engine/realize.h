@@ -27,6 +27,17 @@ struct KernelRun {
 
 // Runs the items in order; returns one entry per kernel.
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items);
+
+// While one is alive, every kernel run is appended to it (the REPL's :kernels). Nested logs
+// each see the runs of their own lifetime.
+class KernelLog {
+public:
+  KernelLog();
+  ~KernelLog();
+  KernelLog(const KernelLog&) = delete;
+  KernelLog& operator=(const KernelLog&) = delete;
+  std::vector<std::pair<KernelInfo, double>> runs; // info, seconds
+};
 // Lowers, renders and compiles (cached) without running.
 const KernelInfo& kernel_for(const ScheduleItem& item);
 

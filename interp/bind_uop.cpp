@@ -294,8 +294,19 @@ int item_index(lua_State* L) {
     lua_pushstring(L, kernel_for(it).src.c_str()); // compiles (cached)
   else if (k == "name")
     lua_pushstring(L, kernel_for(it).name.c_str());
-  else
-    luaL_error(L, "ScheduleItem has no field '%s' (ast, uop, bufs, src, name)", k.c_str());
+  else if (k == "stages") { // {{name=, text=}, ...} from the AST down to the linear program
+    auto stages = ir_stages(it.ast);
+    lua_createtable(L, static_cast<int>(stages.size()), 0);
+    for (size_t i = 0; i < stages.size(); i++) {
+      lua_createtable(L, 0, 2);
+      lua_pushstring(L, stages[i].first.c_str());
+      lua_setfield(L, -2, "name");
+      lua_pushlstring(L, stages[i].second.data(), stages[i].second.size());
+      lua_setfield(L, -2, "text");
+      lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    }
+  } else
+    luaL_error(L, "ScheduleItem has no field '%s' (ast, uop, bufs, src, name, stages)", k.c_str());
   return 1;
 }
 

@@ -239,13 +239,17 @@ const CounterField kCounters[] = {
     {"global_ops", true, &GlobalCounters::global_ops, nullptr},
     {"global_mem", true, &GlobalCounters::global_mem, nullptr},
     {"time_sum_s", false, nullptr, &GlobalCounters::time_sum_s},
+    {"kernels_compiled", true, &GlobalCounters::kernels_compiled, nullptr},
 };
 const CounterField* find_counter(lua_State* L, int idx) {
   const char* k = luaL_checkstring(L, idx);
   for (const auto& f : kCounters)
     if (std::strcmp(f.name, k) == 0) return &f;
   luaL_error(
-      L, "GlobalCounters has no field '%s' (kernel_count, mem_used, global_ops, global_mem, time_sum_s)", k);
+      L,
+      "GlobalCounters has no field '%s' (kernel_count, mem_used, global_ops, global_mem, time_sum_s, "
+      "kernels_compiled)",
+      k);
   return nullptr;
 }
 int counters_index(lua_State* L) {
@@ -267,7 +271,9 @@ int counters_newindex(lua_State* L) {
   return 0;
 }
 int counters_reset(lua_State* L) {
+  int64_t mem = global_counters().mem_used; // memory still held is not a count to reset
   global_counters() = GlobalCounters{};
+  global_counters().mem_used = mem;
   return 0;
 }
 const Binding kCounterFns[] = {{"GlobalCounters.reset", counters_reset}};
@@ -336,6 +342,24 @@ int context(lua_State* L) {
   return lua_gettop(L) - 1;
 }
 
+// show.setting(NAME [, value]): reads, or sets then reads, DEBUG, BEAM, NOOPT or DEV.
+int show_setting(lua_State* L) {
+  std::string k = luaL_checkstring(L, 1);
+  if (!lua_isnoneornil(L, 2)) apply_setting(L, settings(), k.c_str(), 2);
+  const Settings& s = settings();
+  if (k == "DEBUG")
+    lua_pushinteger(L, s.debug);
+  else if (k == "BEAM")
+    lua_pushinteger(L, s.beam);
+  else if (k == "NOOPT")
+    lua_pushinteger(L, s.noopt ? 1 : 0);
+  else if (k == "DEV" || k == "DEVICE")
+    lua_pushstring(L, s.device.c_str());
+  else
+    luaL_error(L, "unknown setting '%s' (DEBUG, BEAM, NOOPT, DEV)", k.c_str());
+  return 1;
+}
+
 int setdebug(lua_State* L) {
   settings().debug = static_cast<int>(luaL_checkinteger(L, 1));
   return 0;
@@ -372,6 +396,7 @@ int device_names_fn(lua_State* L) {
 
 const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};
 const Binding kDeviceFns[] = {{"Device.names", device_names_fn}};
+const Binding kShowSetting[] = {{"show.setting", show_setting}};
 const Binding kDeviceIndex{"Device", device_index};
 const Binding kDeviceNewindex{"Device.DEFAULT", device_newindex};
 
@@ -385,13 +410,35 @@ void open_globals(lua_State* L) {
   set_bindings(L, -1, kDeviceFns);
   set_accessors(L, kDeviceIndex, kDeviceNewindex);
   lua_setglobal(L, "Device");
+  lua_getglobal(L, "show");
+  set_bindings(L, -1, kShowSetting);
+  lua_pop(L, 1);
+}
+
+// stdlib/*.lua become package.preload entries; the modules that define globals are loaded.
+void open_stdlib(lua_State* L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  for (size_t i = 0; i < kEmbeddedModuleCount; i++) {
+    const EmbeddedModule& m = kEmbeddedModules[i];
+    std::string chunk = std::string("@stdlib/") + m.name + ".lua";
+    if (luaL_loadbuffer(L, m.source, m.size, chunk.c_str()) != LUA_OK) lua_error(L);
+    lua_setfield(L, -2, m.name);
+  }
+  lua_pop(L, 1);
+  for (const char* name : {"show"}) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, name);
+    lua_call(L, 1, 0);
+  }
 }
 
 int open_all(lua_State* L) {
   luaL_openlibs(L);
   open_tensor(L);
   open_uop(L);
+  open_show(L);
   open_globals(L);
+  open_stdlib(L);
   return 0;
 }
 
@@ -418,7 +465,7 @@ int message_handler(lua_State* L) {
 LuaState::LuaState() : L_(luaL_newstate()) {
   if (!L_) throw std::runtime_error("cannot create a Lua state (out of memory)");
   lua_pushcfunction(L_, open_all);
-  if (!call(0, 0)) {
+  if (!pcall(0, 0)) {
     std::string e = error_;
     lua_close(L_);
     throw std::runtime_error("cannot set up the Lua state: " + e);
@@ -436,7 +483,7 @@ void LuaState::set_args(const std::vector<std::string>& argv, int script_index) 
   lua_setglobal(L_, "arg");
 }
 
-bool LuaState::call(int nargs, int nresults) {
+bool LuaState::pcall(int nargs, int nresults) {
   int base = lua_gettop(L_) - nargs; // the function's slot
   lua_pushcfunction(L_, message_handler);
   lua_insert(L_, base);
@@ -465,7 +512,7 @@ bool LuaState::run_file(const std::string& path, const std::vector<std::string>&
   luaL_checkstack(L_, static_cast<int>(args.size()) + 2, "too many arguments");
   for (const auto& a : args)
     lua_pushstring(L_, a.c_str());
-  return call(static_cast<int>(args.size()), 0);
+  return pcall(static_cast<int>(args.size()), 0);
 }
 
 bool LuaState::run_string(const std::string& code, const std::string& chunkname) {
@@ -475,7 +522,7 @@ bool LuaState::run_string(const std::string& code, const std::string& chunkname)
     lua_pop(L_, 1);
     return false;
   }
-  return call(0, 0);
+  return pcall(0, 0);
 }
 
 std::optional<bool> LuaState::run_repl(const std::string& code) {
@@ -496,12 +543,16 @@ std::optional<bool> LuaState::run_repl(const std::string& code) {
       return false;
     }
   }
-  if (!call(0, LUA_MULTRET)) return false;
+  if (!pcall(0, LUA_MULTRET)) return false;
   int n = lua_gettop(L_) - top;
-  if (n > 0) { // print the results as print() would
-    lua_getglobal(L_, "print");
+  if (n > 0) { // print the results (tables as Lua source, tensors as tensors)
+    lua_getglobal(L_, "require");
+    lua_pushstring(L_, "repl");
+    lua_call(L_, 1, 1);
+    lua_getfield(L_, -1, "print_results");
+    lua_remove(L_, -2);
     lua_insert(L_, top + 1);
-    return call(n, 0);
+    return pcall(n, 0);
   }
   return true;
 }

@@ -62,6 +62,18 @@ void push_schedule(lua_State* L, std::vector<ScheduleItem> items); // a Lua list
 ShapeTracker tensor_st(const Tensor& t);
 void open_uop(lua_State* L); // sets global ShapeTracker
 
+// ---- the `show` table's C functions (bind_show.cpp)
+void open_show(lua_State* L);
+
+// ---- the Lua modules under stdlib/, compiled into the binary (see cmake/embed_lua.cmake)
+struct EmbeddedModule {
+  const char* name;   // "show" for stdlib/show.lua
+  const char* source;
+  size_t size;
+};
+extern const EmbeddedModule kEmbeddedModules[];
+extern const size_t kEmbeddedModuleCount;
+
 // ---- the state
 class LuaState {
 public:
@@ -76,14 +88,16 @@ public:
   // Each returns false on a Lua or engine error; error() and traceback() then describe it.
   bool run_file(const std::string& path, const std::vector<std::string>& args);
   bool run_string(const std::string& code, const std::string& chunkname);
-  // One REPL entry: tries "return <code>" first, prints results. nullopt: the chunk is
+  // One REPL entry: tries "return <code>" first, prints results (repl.print_results). nullopt: the chunk is
   // incomplete (the caller reads another line); else whether it ran without error.
   std::optional<bool> run_repl(const std::string& code);
+  // Calls the function under nargs arguments on the stack, as lua_pcall does, recording the
+  // error and traceback on failure.
+  bool pcall(int nargs, int nresults);
   const std::string& error() const { return error_; }
   const std::string& traceback() const { return traceback_; }
 
 private:
-  bool call(int nargs, int nresults); // function and args on the stack
   lua_State* L_;
   std::string error_, traceback_;
 };

@@ -1,6 +1,4 @@
-// moongrad: run a Lua script, a -e chunk, piped stdin, or a small line REPL, with the engine bound.
-#include <unistd.h>
-
+// moongrad: the REPL, or a Lua script / -e chunk, with the engine bound.
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -9,19 +7,21 @@
 
 #include "engine/settings.h"
 #include "interp/lua_state.h"
+#include "interp/repl.h"
 
 namespace {
 
 const char* kUsage = R"(usage: moongrad [options] [script.lua [args...]]
   -e CODE     run CODE (may be given more than once)
-  -i          enter the interactive prompt after running the script / -e code
-  -           run stdin as a script
+  -i          enter the prompt after running the script / -e code
+  -           run stdin as one script (instead of entry by entry)
   --          stop handling options
   -h, --help  show this help
   -v, --version
-With no script and no -e, moongrad runs stdin: a prompt when it is a terminal,
-otherwise the whole of stdin as one chunk.
-Environment: DEBUG=1..4, BEAM=N, NOOPT=1, DEV=CPU (also live: Context({DEBUG=3}, fn), setdebug(n)).
+With no script and no -e, moongrad is the REPL: on a terminal with line editing, history
+and TAB completion; with piped stdin entry by entry without a prompt (exit 1 if one failed).
+At the prompt, :help lists the colon commands (:debug :schedule :ir :src :kernels :time ...).
+Environment: DEBUG=1..4, BEAM=N, NOOPT=1, DEV=CPU (live: :debug 3, Context({DEBUG=3}, fn)).
 )";
 
 int report(const mg::lua::LuaState& lua) {
@@ -31,27 +31,6 @@ int report(const mg::lua::LuaState& lua) {
     std::fprintf(stderr, "%s\n", lua.traceback().c_str());
   std::fflush(stderr);
   return 1;
-}
-
-// A plain line prompt; the full REPL (line editing, history, colon commands) builds on this.
-void repl(mg::lua::LuaState& lua) {
-  std::printf("moongrad %s (Lua 5.4): tinygrad's ideas in C++. Try: x = Tensor{1,2,3}; print(x * 2)\n",
-              MG_VERSION);
-  std::string chunk, line;
-  for (;;) {
-    std::printf(chunk.empty() ? "> " : ">> ");
-    std::fflush(stdout);
-    if (!std::getline(std::cin, line)) break;
-    chunk += line;
-    auto r = lua.run_repl(chunk);
-    if (!r) { // incomplete statement: keep reading
-      chunk += "\n";
-      continue;
-    }
-    if (!*r) report(lua);
-    chunk.clear();
-  }
-  std::printf("\n");
 }
 
 struct Options {
@@ -108,14 +87,10 @@ int run(int argc, char** argv) {
     std::string path = all[o.script];
     std::vector<std::string> args(all.begin() + o.script + 1, all.end());
     if (!lua.run_file(path == "-" ? "" : path, args)) return report(lua);
-  } else if (o.exprs.empty() && !o.interactive) {
-    if (isatty(0))
-      repl(lua);
-    else if (!lua.run_file("", {}))
-      return report(lua); // piped stdin: one chunk
-    return 0;
+  } else if (o.exprs.empty()) {
+    return mg::lua::run_prompt(lua);
   }
-  if (o.interactive) repl(lua);
+  if (o.interactive) return mg::lua::run_prompt(lua);
   return 0;
 }
 

@@ -1,0 +1,182 @@
+-- show: what the REPL's colon commands run. Each command is a plain function, so a script
+-- can call show.src(x) where the prompt takes ":src x".
+-- The C side (interp/bind_show.cpp) provides show.typeof, show.fields, show.clock,
+-- show.kernel_log and show.setting; this file builds the commands on them.
+local show = show
+
+local function is_tensor(v) return show.typeof(v) == "Tensor" end
+
+-- The tensors in a value: a Tensor, or a table of them (what a function returned).
+local function tensors_in(v, out)
+  out = out or {}
+  if is_tensor(v) then
+    out[#out + 1] = v
+  elseif type(v) == "table" then
+    for _, x in ipairs(v) do tensors_in(x, out) end
+  end
+  return out
+end
+
+local function need_tensor(v, cmd)
+  if not is_tensor(v) then
+    error(("%s needs a Tensor, got a %s"):format(cmd, show.typeof(v)), 3)
+  end
+  return v
+end
+
+-- ---------------------------------------------------------------- settings
+
+local function setting(name, label)
+  return function(v)
+    local now = show.setting(name, v)
+    print(("%s=%s"):format(label, tostring(now)))
+    return now
+  end
+end
+
+show.debug = setting("DEBUG", "DEBUG")
+show.noopt = setting("NOOPT", "NOOPT")
+show.device = setting("DEV", "DEV")
+local set_beam = setting("BEAM", "BEAM")
+function show.beam(v)
+  local n = set_beam(v)
+  if n > 0 then print("note: BEAM search is not implemented yet; kernels use the hand-coded opts") end
+  return n
+end
+
+-- ---------------------------------------------------------------- the schedule and its IR
+
+local function plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
+
+local function header(i, item)
+  return ("--- kernel %d: %s  (%s)"):format(i, item.name, table.concat(item.bufs, " "))
+end
+
+-- The kernels realizing x would run, each with its AST. Returns the schedule.
+function show.schedule(x)
+  local items = need_tensor(x, "schedule"):schedule()
+  print(("%s (buffer 1 of each is its output)"):format(plural(#items, "kernel")))
+  for i, item in ipairs(items) do
+    print(header(i, item))
+    io.write(item.ast)
+  end
+  return items
+end
+
+show.stages = { "graph", "ast", "opts", "lowered", "simplified", "linear" }
+local stage_help = table.concat(show.stages, ", ")
+
+-- The IR at every stage, or at one: graph (the lazy tensor graph), then for each kernel
+-- ast (as scheduled), opts (dims merged, opts applied), lowered (loops and index math),
+-- simplified (after the symbolic rules), linear (the ordered program the renderer reads).
+function show.ir(x, stage)
+  need_tensor(x, "ir")
+  if stage ~= nil then
+    local ok = false
+    for _, s in ipairs(show.stages) do ok = ok or s == stage end
+    if not ok then error(("ir: unknown stage '%s' (stages: %s)"):format(tostring(stage), stage_help), 2) end
+  end
+  if stage == nil or stage == "graph" then
+    print("=== graph (the lazy tensor graph)")
+    print(x.uop)
+  end
+  if stage == "graph" then return end
+  local items = x:schedule()
+  for i, item in ipairs(items) do
+    print(header(i, item))
+    for _, st in ipairs(item.stages) do
+      if stage == nil or st.name == stage then
+        print("=== " .. st.name)
+        io.write(st.text)
+      end
+    end
+  end
+  if #items == 0 then print("(already realized: no kernels)") end
+end
+
+-- The generated source of each kernel x would run (compiled and cached, not run).
+function show.src(x)
+  local items = need_tensor(x, "src"):schedule()
+  for i, item in ipairs(items) do
+    print(("// kernel %d of %d: %s"):format(i, #items, item.name))
+    io.write(item.src)
+  end
+  if #items == 0 then print("(already realized: no kernels)") end
+end
+
+-- ---------------------------------------------------------------- running
+
+-- Evaluates v: a function is called and its results realized, a Tensor is realized.
+local function evaluate(v)
+  if type(v) == "function" then
+    local res = table.pack(v())
+    local ts = tensors_in({ table.unpack(res, 1, res.n) })
+    if #ts > 0 then Tensor.realize_all(ts) end
+    return table.unpack(res, 1, res.n)
+  end
+  local ts = tensors_in(v)
+  if #ts == 0 then error("expected a Tensor, a list of them, or a function, got a " .. show.typeof(v), 3) end
+  Tensor.realize_all(ts)
+  return v
+end
+
+local function rate(n, s) return s > 0 and n / s * 1e-9 or 0 end
+
+-- Runs (realizes) v and lists every kernel it ran with its time, GFLOPS and GB/s.
+-- Returns the list of kernels ({name, device, shape, seconds, flops, bytes}).
+function show.kernels(v)
+  local log = show.kernel_log(evaluate, v)
+  print(("%3s  %-26s %-14s %10s %9s %9s"):format("#", "kernel", "out shape", "ms", "GFLOPS", "GB/s"))
+  local total = 0
+  for i, k in ipairs(log) do
+    total = total + k.seconds
+    print(("%3d  %-26s %-14s %10.3f %9.2f %9.2f"):format(i, k.name, "(" .. table.concat(k.shape, ", ") .. ")",
+      k.seconds * 1e3, rate(k.flops, k.seconds), rate(k.bytes, k.seconds)))
+  end
+  print(("%s, %.3f ms in kernels"):format(plural(#log, "kernel"), total * 1e3))
+  return log
+end
+
+-- Times v from start to finish: building the graph (when v is a function), scheduling,
+-- compiling and running. Returns the seconds and v's results.
+function show.time(v)
+  local k0, c0, t_k0 = GlobalCounters.kernel_count, GlobalCounters.kernels_compiled, GlobalCounters.time_sum_s
+  local t0 = show.clock()
+  local res = table.pack(evaluate(v))
+  local s = show.clock() - t0
+  print(("%.3f ms: %s (%d compiled), %.3f ms in kernels"):format(s * 1e3,
+    plural(GlobalCounters.kernel_count - k0, "kernel"), GlobalCounters.kernels_compiled - c0,
+    (GlobalCounters.time_sum_s - t_k0) * 1e3))
+  return s, table.unpack(res, 1, res.n)
+end
+
+-- ---------------------------------------------------------------- help
+
+-- The colon commands, or one command's or Tensor method's signature and doc.
+function show.help(name)
+  local h = require "help"
+  if name == nil or name == "" then
+    print("Colon commands (each is sugar for the Lua call on the right, which scripts can use):")
+    for _, c in ipairs(h.commands) do print(("  %-18s %s\n  %-18s   = %s"):format(c[2], c[4], "", c[3])) end
+    print("Any other line is Lua: an expression prints its value. x.uop, x.st and x:schedule()")
+    print("inspect a tensor; TAB completes names; :help NAME documents a method (:help relu).")
+    return
+  end
+  local key = tostring(name):gsub("^:", ""):gsub("^Tensor[.:]", ""):gsub("^x[.:]", "")
+  for _, c in ipairs(h.commands) do
+    if c[1] == key then
+      print(c[2] .. "   (Lua: " .. c[3] .. ")")
+      print("  " .. c[4])
+      return
+    end
+  end
+  local d = h.tensor[key] or h.fields[key]
+  if not d then
+    error(("no help for '%s' (try :help for the commands, or a Tensor method such as :help relu)"):format(
+      tostring(name)), 2)
+  end
+  print(d[1])
+  print("  " .. d[2])
+end
+
+return show
