@@ -302,24 +302,29 @@ std::string fmt_value(double v, DType d) {
   return buf;
 }
 
+// numpy's layout: values right-aligned to one width, rows on their own lines, a blank line
+// between 2-D blocks, the middle of long dims elided.
 void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& s, size_t dim, int64_t off,
-             DType d, bool elide, int indent) {
+             DType d, bool elide, int indent, int width) {
   if (dim == s.size()) {
-    os << fmt_value(v[off], d);
+    std::string f = fmt_value(v[off], d);
+    os << std::string(width > static_cast<int>(f.size()) ? width - f.size() : 0, ' ') << f;
     return;
   }
   int64_t stride = 1;
   for (size_t i = dim + 1; i < s.size(); i++)
     stride *= s[i];
+  size_t below = s.size() - dim - 1; // dims under this one
+  std::string sep = below == 0 ? ", " : "," + std::string(below, '\n') + std::string(indent + 1, ' ');
   os << "[";
   int64_t n = s[dim];
   for (int64_t i = 0; i < n; i++) {
     if (elide && n > 6 && i == 3) {
-      os << (dim + 1 == s.size() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      os << "..." << sep;
       i = n - 3;
     }
-    fmt_rec(os, v, s, dim + 1, off + i * stride, d, elide, indent + 1);
-    if (i + 1 < n) os << (dim + 1 == s.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
+    fmt_rec(os, v, s, dim + 1, off + i * stride, d, elide, indent + 1, width);
+    if (i + 1 < n) os << sep;
   }
   os << "]";
 }
@@ -332,7 +337,12 @@ std::string Tensor::to_string() {
   if (ndim() == 0)
     os << fmt_value(v[0], dtype());
   else
-    fmt_rec(os, v, shape(), 0, 0, dtype(), numel() > 1000, 7);
+  {
+    int width = 0;
+    for (double x : v)
+      width = std::max(width, static_cast<int>(fmt_value(x, dtype()).size()));
+    fmt_rec(os, v, shape(), 0, 0, dtype(), numel() > 1000, 7, width);
+  }
   os << ", shape=" << shape_str(shape()) << ", dtype=" << name(dtype()) << ", device=" << device() << ")";
   return os.str();
 }

@@ -43,6 +43,9 @@ public:
     close(fd_);
   }
   void type(const std::string& keys) {
+    // libedit prints the prompt and then puts the terminal in raw mode: a control key sent in
+    // between meets the cooked terminal (^D, ^R mean other things there). People type slower.
+    usleep(100000);
     out_.clear();
     REQUIRE(write(fd_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size()));
   }

@@ -34,8 +34,13 @@ test("a Lua error exits 1", function()
   assert(code == 1 and out:find("moongrad: .*boom"), ("got %q, exit %s"):format(out, tostring(code)))
 end)
 
-test("piped stdin runs as one chunk", function()
-  local out, code = run("echo " .. sh_quote("local t = Tensor{1,2,3}\nprint(t:sum():item())") .. " | " .. sh_quote(exe))
+test("piped stdin is the prompt without decorations; '-' runs it as one chunk", function()
+  local src = "local t = Tensor{1,2,3}\nt:sum():item() * 2"
+  local out, code = run("printf " .. sh_quote(src) .. " | " .. sh_quote(exe))
+  assert(code == 0 and out == "12\n", ("got %q, exit %s"):format(out, tostring(code)))
+  out, code = run("printf " .. sh_quote(src) .. " | " .. sh_quote(exe) .. " -")
+  assert(code == 1 and out:find("unexpected symbol"), ("got %q, exit %s"):format(out, tostring(code)))
+  out, code = run("printf " .. sh_quote("local t = Tensor{1,2,3}\nprint(t:sum():item())") .. " | " .. sh_quote(exe) .. " -")
   assert(code == 0 and out == "6\n", ("got %q, exit %s"):format(out, tostring(code)))
 end)
 
