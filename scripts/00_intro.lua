@@ -7,25 +7,8 @@
 
 local function kernels() return GlobalCounters.kernel_count end
 
-local function section(title)
-  print()
-  print(("="):rep(72))
-  print(title)
-  print(("="):rep(72))
-end
-
--- Compares a (nested) list from tolist() with plain Lua values.
-local function same(got, want, tol, path)
-  path = path or "value"
-  if type(want) == "table" then
-    assert(type(got) == "table", path .. ": expected a list, got " .. tostring(got))
-    assert(#got == #want, ("%s: expected %d entries, got %d"):format(path, #want, #got))
-    for i = 1, #want do same(got[i], want[i], tol, path .. "[" .. i .. "]") end
-  else
-    local ok = tol and math.abs(got - want) <= tol or got == want
-    assert(ok, ("%s: expected %s, got %s"):format(path, tostring(want), tostring(got)))
-  end
-end
+local lesson = require "lesson" -- section(), same(): helpers the scripts share
+local section, same = lesson.section, lesson.same
 
 print("Welcome to moongrad: tinygrad's ideas, in C++ with Lua in front.")
 print("Default device: " .. Device.DEFAULT)
@@ -146,16 +129,7 @@ print("The transposed and reshaped values match plain Lua index arithmetic.")
 local w = Tensor { { 1, 0, 2 }, { 0, 1, 1 } }
 local xm = Tensor { { 1, 2, 3 }, { 4, 5, 6 } }
 local y = xm:matmul(w.T)
-local want_y = {}
-local xl, wl = xm:tolist(), w:tolist()
-for i = 1, 2 do
-  want_y[i] = {}
-  for j = 1, 2 do
-    local acc = 0
-    for k = 1, 3 do acc = acc + xl[i][k] * wl[j][k] end
-    want_y[i][j] = acc
-  end
-end
+local want_y = lesson.matmul(xm:tolist(), { { 1, 0 }, { 0, 1 }, { 2, 1 } }) -- w transposed by hand
 same(y:tolist(), want_y, nil, "x @ w.T")
 print("x:matmul(w.T) = " .. tostring(y))
 print("(matmul is reshape + expand + multiply + sum: no MATMUL op exists)")
