@@ -227,4 +227,10 @@ test("prepare keeps top-level locals alive across entries", function()
   assert(repl.prepare("x = 1") == "x = 1")
 end)
 
+test('require "moongrad" gives the globals as a table', function()
+  local mg = require "moongrad"
+  assert(mg.Tensor == Tensor and mg.show == show and mg.Context == Context and mg.dtypes == dtypes)
+  H.same((mg.Tensor{1, 2} * 2):tolist(), { 2, 4 })
+end)
+
 H.done()
