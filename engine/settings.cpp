@@ -24,7 +24,10 @@ Settings& settings() {
     t.debug = env_int("DEBUG", 0);
     t.beam = env_int("BEAM", 0);
     t.noopt = env_int("NOOPT", 0) != 0;
-    if (const char* d = std::getenv("DEV"); d && *d) t.device = d;
+    if (const char* d = std::getenv("DEV"); d && *d) {
+      t.device = d;
+      std::transform(t.device.begin(), t.device.end(), t.device.begin(), ::toupper); // DEV=cpu works
+    }
     if (env_int("CLANG", 0)) t.device = "CPU";
     t.threads = std::max(1, env_int("MG_THREADS", static_cast<int>(std::thread::hardware_concurrency())));
     return t;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device.h"
 #include "engine/settings.h"
 #include "interp/lua_state.h"
 #include "interp/repl.h"
@@ -78,6 +79,12 @@ int parse(int argc, char** argv, Options& o) {
 int run(int argc, char** argv) {
   Options o;
   if (int rc = parse(argc, argv, o); rc >= 0) return rc;
+  try {
+    mg::get_device(mg::settings().device); // a bad DEV= is reported now, not at the first tensor
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moongrad: DEV=%s: %s\n", mg::settings().device.c_str(), e.what());
+    return 1;
+  }
   mg::lua::LuaState lua;
   std::vector<std::string> all(argv, argv + argc);
   lua.set_args(all, o.script >= 0 ? o.script : argc - 1);

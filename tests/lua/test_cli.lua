@@ -44,6 +44,13 @@ test("piped stdin is the prompt without decorations; '-' runs it as one chunk", 
   assert(code == 0 and out == "6\n", ("got %q, exit %s"):format(out, tostring(code)))
 end)
 
+test("an unknown DEV= is an error at start-up naming the known devices", function()
+  local out, code = run("DEV=NOPE " .. sh_quote(exe) .. " -e " .. sh_quote("print(1)"))
+  assert(code == 1 and out:find("DEV=NOPE") and out:find("known: CPU"), ("got %q, exit %s"):format(out, tostring(code)))
+  out, code = run("DEV=cpu " .. sh_quote(exe) .. " -e " .. sh_quote("print(Device.DEFAULT)"))
+  assert(code == 0 and out == "CPU\n", ("got %q, exit %s"):format(out, tostring(code)))
+end)
+
 test("script arguments arrive in arg and ...", function()
   local path = os.tmpname()
   local f = assert(io.open(path, "w"))
