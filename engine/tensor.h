@@ -119,6 +119,7 @@ public:
   Tensor softmax(int64_t axis = -1) const;
   Tensor log_softmax(int64_t axis = -1) const;
   Tensor contiguous() const;
+  Tensor detach() const; // the same values, with no gradient flowing back through it
 
   // ---- running
   Tensor& realize();

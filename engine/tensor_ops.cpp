@@ -250,6 +250,8 @@ Tensor Tensor::cumsum(int64_t axis) const {
 
 // ---------------------------------------------------------------- movement
 
+Tensor Tensor::detach() const { return Tensor(UOp::make(Ops::DETACH, dtype(), {uop})); }
+
 Tensor Tensor::movement(Ops op, std::vector<int64_t> arg) const {
   return Tensor(UOp::make(op, dtype(), {uop}, std::move(arg)));
 }

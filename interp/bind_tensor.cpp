@@ -17,7 +17,8 @@ Tensor& check_tensor(lua_State* L, int idx) {
 }
 
 void push_tensor(lua_State* L, Tensor t) {
-  void* p = lua_newuserdatauv(L, sizeof(Tensor), 0);
+  // user value 1: a table of the Lua-side attributes (grad, requires_grad), made on first use
+  void* p = lua_newuserdatauv(L, sizeof(Tensor), 1);
   new (p) Tensor(std::move(t));
   luaL_setmetatable(L, kTensorMeta);
 }
@@ -590,7 +591,10 @@ int t_index(lua_State* L) {
       push_uop(L, x.uop);
     else if (k == "st")
       push_shapetracker(L, tensor_st(x));
-    else {
+    else if (k == "grad" || k == "requires_grad") {
+      get_attr(L, 1, k.c_str());
+      if (k == "requires_grad") lua_pushboolean(L, lua_toboolean(L, -1));
+    } else {
       lua_pushvalue(L, 2);
       if (lua_rawget(L, lua_upvalueindex(2)) == LUA_TNIL)
         luaL_error(L, "Tensor has no method or property '%s'", k.c_str());
@@ -606,8 +610,25 @@ int t_index(lua_State* L) {
 }
 
 int t_newindex(lua_State* L) {
-  return luaL_error(L, "Tensor: tensors are immutable: x[...] = v and x.field = v are not supported "
-                       "(build a new tensor instead, e.g. with where or pad)");
+  Tensor& x = check_tensor(L, 1);
+  const char* k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
+  if (std::string(k) == "requires_grad") {
+    set_requires_grad(L, 1, lua_toboolean(L, 3));
+    return 0;
+  }
+  if (std::string(k) == "grad") {
+    if (!lua_isnil(L, 3)) {
+      Tensor& g = check_tensor(L, 3);
+      if (g.shape() != x.shape())
+        return luaL_error(L, "Tensor: grad of shape %s for a tensor of shape %s", shape_str(g.shape()).c_str(),
+                          shape_str(x.shape()).c_str());
+    }
+    set_attr(L, 1, "grad", 3);
+    return 0;
+  }
+  return luaL_error(L, "Tensor: tensors are immutable: x[...] = v and x.%s = v are not supported "
+                       "(only x.grad and x.requires_grad can be set; x:assign(y) replaces the value)",
+                    k);
 }
 
 // Lua turns a < b into one boolean, so an elementwise compare cannot live there: point to the method.

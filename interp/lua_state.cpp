@@ -425,7 +425,7 @@ void open_stdlib(lua_State* L) {
     lua_setfield(L, -2, m.name);
   }
   lua_pop(L, 1);
-  for (const char* name : {"show"}) {
+  for (const char* name : {"show", "tensor_ext"}) {
     lua_getglobal(L, "require");
     lua_pushstring(L, name);
     lua_call(L, 1, 0);
@@ -435,6 +435,7 @@ void open_stdlib(lua_State* L) {
 int open_all(lua_State* L) {
   luaL_openlibs(L);
   open_tensor(L);
+  open_autograd(L);
   open_uop(L);
   open_show(L);
   open_globals(L);

@@ -53,6 +53,12 @@ Tensor* test_tensor(lua_State* L, int idx); // nullptr if not a Tensor
 Tensor& check_tensor(lua_State* L, int idx);
 void push_tensor(lua_State* L, Tensor t);
 void open_tensor(lua_State* L); // sets global Tensor
+// Lua-side attributes of a tensor (x.grad, x.requires_grad), kept in its user value table.
+void get_attr(lua_State* L, int idx, const char* key); // pushes the value (nil if unset)
+void set_attr(lua_State* L, int idx, const char* key, int value_idx);
+// Sets requires_grad and keeps the tensor in the weak registry backward() searches.
+void set_requires_grad(lua_State* L, int idx, bool on);
+void open_autograd(lua_State* L); // Tensor:backward, Tensor.gradient, assign, detach (bind_autograd.cpp)
 
 // ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
 void push_uop(lua_State* L, UOpRef u);

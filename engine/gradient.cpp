@@ -1,0 +1,205 @@
+#include "engine/gradient.h"
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/errors.h"
+#include "engine/tensor.h"
+
+namespace mg {
+
+namespace {
+
+using Grads = std::vector<std::optional<Tensor>>; // one entry per source of the node
+// A rule gets the gradient flowing into a node and the node; it returns the gradient for
+// each of the node's sources (nullopt: that source gets none).
+using Rule = std::function<Grads(const Tensor& g, const UOpRef& ret)>;
+
+Tensor src(const UOpRef& u, size_t i) { return Tensor(u->src[i]); }
+Tensor like(const Tensor& t, double v) { return Tensor::full(t.shape(), v, t.dtype()); }
+
+std::vector<std::pair<int64_t, int64_t>> pairs(const std::vector<int64_t>& flat) {
+  std::vector<std::pair<int64_t, int64_t>> p;
+  for (size_t i = 0; i + 1 < flat.size(); i += 2)
+    p.push_back({flat[i], flat[i + 1]});
+  return p;
+}
+
+// The gradient rules, one per differentiable primitive. Elementwise ops see operands of the
+// same shape (broadcasting is an EXPAND in the graph), so only EXPAND has to sum.
+const std::unordered_map<Ops, Rule>& rules() {
+  static const std::unordered_map<Ops, Rule> r = {
+      {Ops::ADD, [](const Tensor& g, const UOpRef&) { return Grads{g, g}; }},
+      {Ops::SUB, [](const Tensor& g, const UOpRef&) { return Grads{g, g.neg()}; }},
+      {Ops::NEG, [](const Tensor& g, const UOpRef&) { return Grads{g.neg()}; }},
+      {Ops::MUL, [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(src(u, 1)), g.mul(src(u, 0))}; }},
+      // d(1/x) = -1/x^2 = -ret*ret
+      {Ops::RECIP,
+       [](const Tensor& g, const UOpRef& u) {
+         Tensor r(u);
+         return Grads{g.neg().mul(r).mul(r)};
+       }},
+      {Ops::SQRT, [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(Tensor(u).mul(like(g, 2)).reciprocal())}; }},
+      {Ops::EXP2, [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(Tensor(u)).mul(like(g, std::numbers::ln2))}; }},
+      {Ops::LOG2,
+       [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(src(u, 0).mul(like(g, std::numbers::ln2)).reciprocal())}; }},
+      // d sin(x) = cos(x) = sin(pi/2 - x)
+      {Ops::SIN,
+       [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(like(g, std::numbers::pi / 2).sub(src(u, 0)).sin())}; }},
+      // d a^b: b*a^(b-1) for a, a^b*log(a) for b (0 where a^b is 0, as PyTorch does)
+      {Ops::POW,
+       [](const Tensor& g, const UOpRef& u) {
+         Tensor a = src(u, 0), b = src(u, 1), r(u);
+         Tensor da = g.mul(b).mul(a.pow(b.sub(like(b, 1))));
+         Tensor db = r.eq(like(r, 0)).where(like(g, 0), g.mul(r).mul(a.log()));
+         return Grads{da, db};
+       }},
+      // max(a, b): the larger one gets it all, a tie splits it
+      {Ops::MAX,
+       [](const Tensor& g, const UOpRef& u) {
+         Tensor a = src(u, 0), b = src(u, 1), half = g.mul(like(g, 0.5)), zero = like(g, 0);
+         return Grads{a.gt(b).where(g, a.eq(b).where(half, zero)), b.gt(a).where(g, a.eq(b).where(half, zero))};
+       }},
+      {Ops::WHERE,
+       [](const Tensor& g, const UOpRef& u) {
+         Tensor c = src(u, 0), zero = like(g, 0);
+         return Grads{std::nullopt, c.where(g, zero), c.where(zero, g)};
+       }},
+      {Ops::CAST, [](const Tensor& g, const UOpRef& u) { return Grads{g.cast(u->src[0]->dtype)}; }},
+      {Ops::CONTIGUOUS, [](const Tensor& g, const UOpRef&) { return Grads{g}; }},
+      // reductions keep their dims in the graph, so the gradient broadcasts straight back
+      {Ops::REDUCE_AXIS,
+       [](const Tensor& g, const UOpRef& u) {
+         Tensor x = src(u, 0);
+         const ReduceArg& ra = u->rarg();
+         if (ra.op == Ops::ADD) return Grads{g.expand(x.shape())};
+         if (ra.op == Ops::MAX) { // split between the elements that reached the max
+           Tensor hit = x.eq(Tensor(u).expand(x.shape())).cast(g.dtype());
+           Tensor count = Tensor(UOp::make(Ops::REDUCE_AXIS, g.dtype(), {hit.uop}, ReduceArg{Ops::ADD, ra.axes}));
+           return Grads{hit.mul(g.mul(count.reciprocal()).expand(x.shape()))};
+         }
+         internal_error(std::string("no gradient rule for a ") + name(ra.op) + " reduction");
+       }},
+      // movement ops: the inverse movement
+      {Ops::RESHAPE, [](const Tensor& g, const UOpRef& u) { return Grads{g.reshape(u->src[0]->shape)}; }},
+      {Ops::PERMUTE,
+       [](const Tensor& g, const UOpRef& u) {
+         const auto& order = std::get<std::vector<int64_t>>(u->arg);
+         std::vector<int64_t> inv(order.size());
+         for (size_t i = 0; i < order.size(); i++)
+           inv[order[i]] = static_cast<int64_t>(i);
+         return Grads{g.permute(inv)};
+       }},
+      {Ops::EXPAND,
+       [](const Tensor& g, const UOpRef& u) {
+         const Shape& from = u->src[0]->shape;
+         std::vector<int64_t> axes;
+         for (size_t i = 0; i < from.size(); i++)
+           if (from[i] != u->shape[i]) axes.push_back(static_cast<int64_t>(i));
+         // sum in a wide enough type (a float16 gradient summed over a batch overflows)
+         Tensor s = g.cast(sum_acc_dtype(g.dtype())).sum(axes, true).cast(g.dtype());
+         return Grads{s};
+       }},
+      {Ops::PAD,
+       [](const Tensor& g, const UOpRef& u) {
+         auto p = pairs(std::get<std::vector<int64_t>>(u->arg));
+         for (size_t i = 0; i < p.size(); i++)
+           p[i] = {p[i].first, u->shape[i] - p[i].second};
+         return Grads{g.shrink(p)};
+       }},
+      {Ops::SHRINK,
+       [](const Tensor& g, const UOpRef& u) {
+         auto p = pairs(std::get<std::vector<int64_t>>(u->arg));
+         for (size_t i = 0; i < p.size(); i++)
+           p[i] = {p[i].first, u->src[0]->shape[i] - p[i].second};
+         return Grads{g.pad(p)};
+       }},
+      {Ops::FLIP,
+       [](const Tensor& g, const UOpRef& u) {
+         const auto& f = std::get<std::vector<int64_t>>(u->arg);
+         std::vector<int64_t> axes;
+         for (size_t i = 0; i < f.size(); i++)
+           if (f[i]) axes.push_back(static_cast<int64_t>(i));
+         return Grads{g.flip(axes)};
+       }},
+  };
+  return r;
+}
+
+// Ops a gradient does not flow through: comparisons, integer math, bit ops, DETACH.
+bool blocks_gradient(Ops op) {
+  switch (op) {
+  case Ops::CMPLT: case Ops::CMPNE: case Ops::IDIV: case Ops::MOD: case Ops::AND: case Ops::OR:
+  case Ops::XOR: case Ops::SHL: case Ops::SHR: case Ops::DETACH: case Ops::BITCAST:
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
+std::vector<std::optional<UOpRef>> gradient(const UOpRef& root, const UOpRef& root_grad,
+                                            const std::vector<UOpRef>& targets) {
+  if (root_grad->shape != root->shape)
+    user_error("gradient: the seed has shape " + shape_str(root_grad->shape) + " but the output has " +
+               shape_str(root->shape));
+  std::unordered_set<const UOp*> is_target;
+  for (auto& t : targets)
+    is_target.insert(t.get());
+  // Post-order walk (iterative: graphs can be deep), keeping the nodes on a path to a target.
+  std::vector<UOpRef> order;
+  std::unordered_map<const UOp*, bool> reaches; // node -> some target is at or below it
+  std::vector<std::pair<UOpRef, size_t>> stack{{root, 0}};
+  reaches.reserve(1024);
+  while (!stack.empty()) {
+    auto& [u, i] = stack.back();
+    if (i == 0 && reaches.count(u.get())) { // already finished through another path
+      stack.pop_back();
+      continue;
+    }
+    bool stop = is_target.count(u.get()) || blocks_gradient(u->op);
+    if (!stop && i < u->src.size()) {
+      UOpRef s = u->src[i++];
+      if (!reaches.count(s.get())) stack.push_back({s, 0});
+      continue;
+    }
+    bool r = is_target.count(u.get()) > 0;
+    if (!stop)
+      for (auto& s : u->src)
+        r |= reaches[s.get()];
+    reaches[u.get()] = r;
+    if (r) order.push_back(u);
+    stack.pop_back();
+  }
+  std::unordered_map<const UOp*, Tensor> grads;
+  grads.emplace(root.get(), Tensor(root_grad));
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const UOpRef& u = *it;
+    auto g = grads.find(u.get());
+    if (g == grads.end() || is_target.count(u.get())) continue;
+    auto rule = rules().find(u->op);
+    if (rule == rules().end())
+      user_error(std::string("no gradient through ") + name(u->op) + " (shape " + shape_str(u->shape) + ")");
+    Grads gs = rule->second(g->second, u);
+    for (size_t i = 0; i < u->src.size() && i < gs.size(); i++) {
+      const UOpRef& s = u->src[i];
+      if (!gs[i] || !reaches[s.get()]) continue;
+      if (auto e = grads.find(s.get()); e != grads.end())
+        e->second = e->second.add(*gs[i]);
+      else
+        grads.emplace(s.get(), *gs[i]);
+    }
+  }
+  std::vector<std::optional<UOpRef>> out;
+  for (auto& t : targets) {
+    auto g = grads.find(t.get());
+    out.push_back(g == grads.end() ? std::nullopt : std::optional<UOpRef>(g->second.uop));
+  }
+  return out;
+}
+
+} // namespace mg

@@ -1,0 +1,198 @@
+// Autograd at the Lua level: x.requires_grad, x.grad, loss:backward(), Tensor.gradient,
+// x:assign(y), x:detach(). The gradients themselves are lazy graphs (engine/gradient).
+#include <string>
+
+#include "engine/gradient.h"
+#include "interp/lua_state.h"
+
+namespace mg::lua {
+
+namespace {
+constexpr const char* kGradRegistry = "moongrad.requires_grad"; // weak-keyed: tensor -> true
+
+void push_attrs(lua_State* L, int idx) { // the user value table, created on first use
+  idx = lua_absindex(L, idx);
+  if (lua_getiuservalue(L, idx, 1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, idx, 1);
+  }
+}
+} // namespace
+
+void get_attr(lua_State* L, int idx, const char* key) {
+  idx = lua_absindex(L, idx);
+  if (lua_getiuservalue(L, idx, 1) != LUA_TTABLE) return; // leaves nil
+  lua_getfield(L, -1, key);
+  lua_remove(L, -2);
+}
+
+void set_attr(lua_State* L, int idx, const char* key, int value_idx) {
+  idx = lua_absindex(L, idx);
+  value_idx = lua_absindex(L, value_idx);
+  push_attrs(L, idx);
+  lua_pushvalue(L, value_idx);
+  lua_setfield(L, -2, key);
+  lua_pop(L, 1);
+}
+
+void set_requires_grad(lua_State* L, int idx, bool on) {
+  idx = lua_absindex(L, idx);
+  lua_pushboolean(L, on);
+  set_attr(L, idx, "requires_grad", -1);
+  lua_pop(L, 1);
+  if (luaL_getsubtable(L, LUA_REGISTRYINDEX, kGradRegistry) == 0) { // new: make its keys weak
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+  }
+  lua_pushvalue(L, idx);
+  if (on)
+    lua_pushboolean(L, 1);
+  else
+    lua_pushnil(L);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+namespace {
+
+// x:requires_grad_([on]) -> x
+int t_requires_grad_(lua_State* L) {
+  check_tensor(L, 1);
+  set_requires_grad(L, 1, lua_isnone(L, 2) || lua_toboolean(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
+bool no_grad(lua_State* L) {
+  lua_getglobal(L, "Tensor");
+  lua_getfield(L, -1, "no_grad");
+  bool on = lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  return on;
+}
+
+// The seed d(out)/d(out): ones for a scalar, else the given gradient.
+UOpRef seed_for(lua_State* L, const Tensor& out, int idx, const char* fname) {
+  if (!lua_isnoneornil(L, idx)) {
+    Tensor& g = check_tensor(L, idx);
+    if (g.shape() != out.shape())
+      throw std::invalid_argument("gradient of shape " + shape_str(g.shape()) + " for an output of shape " +
+                                  shape_str(out.shape()));
+    return g.cast(out.dtype()).uop;
+  }
+  if (out.numel() != 1)
+    throw std::invalid_argument(std::string(fname) + " of a tensor with shape " + shape_str(out.shape()) +
+                                " needs a gradient argument (it is implicit only for one element)");
+  if (!is_float(out.dtype()))
+    throw std::invalid_argument(std::string(fname) + " needs a float output, got " + name(out.dtype()));
+  return Tensor::full(out.shape(), 1, out.dtype()).uop;
+}
+
+// loss:backward([gradient]): adds d(loss)/d(t) to t.grad for every live t with requires_grad
+// that loss depends on. The gradients are lazy; the optimizer's realize runs them.
+int t_backward(lua_State* L) {
+  Tensor& out = check_tensor(L, 1);
+  if (no_grad(L)) throw std::invalid_argument("backward() while Tensor.no_grad is set");
+  UOpRef seed = seed_for(L, out, 2, "backward()");
+  lua_settop(L, 1);
+  std::vector<UOpRef> targets;
+  if (luaL_getsubtable(L, LUA_REGISTRYINDEX, kGradRegistry)) {
+    lua_newtable(L); // the tensors, in order (index 3)
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      lua_pop(L, 1);
+      if (Tensor* t = test_tensor(L, -1)) {
+        targets.push_back(t->uop);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 3, static_cast<lua_Integer>(targets.size()));
+      }
+    }
+  } else
+    lua_newtable(L);
+  auto grads = gradient(out.uop, seed, targets);
+  int found = 0;
+  for (size_t i = 0; i < grads.size(); i++) {
+    if (!grads[i]) continue;
+    found++;
+    lua_rawgeti(L, 3, static_cast<lua_Integer>(i + 1));
+    int t = lua_gettop(L);
+    Tensor g((*grads[i]));
+    g = g.cast(check_tensor(L, t).dtype());
+    get_attr(L, t, "grad");
+    if (Tensor* old = test_tensor(L, -1)) g = old->add(g); // gradients accumulate, as in PyTorch
+    lua_pop(L, 1);
+    push_tensor(L, g);
+    set_attr(L, t, "grad", -1);
+    lua_settop(L, 3);
+  }
+  if (found == 0 && !targets.empty())
+    throw std::invalid_argument("backward(): the output does not depend on any tensor with requires_grad");
+  lua_settop(L, 1);
+  return 1;
+}
+
+// Tensor.gradient(out, {t1, t2, ...} [, gradient]) -> {dt1, dt2, ...} (a zero tensor where out
+// does not depend on t), leaving .grad alone.
+int t_gradient(lua_State* L) {
+  Tensor& out = check_tensor(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  UOpRef seed = seed_for(L, out, 3, "gradient");
+  std::vector<UOpRef> targets;
+  std::vector<Tensor> ts;
+  lua_Integer n = max_index(L, 2);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    Tensor* t = test_tensor(L, -1);
+    if (!t) throw std::invalid_argument("target " + std::to_string(i) + " is not a Tensor");
+    targets.push_back(t->uop);
+    ts.push_back(*t);
+    lua_pop(L, 1);
+  }
+  auto grads = gradient(out.uop, seed, targets);
+  lua_createtable(L, static_cast<int>(n), 0);
+  for (size_t i = 0; i < grads.size(); i++) {
+    push_tensor(L, grads[i] ? Tensor(*grads[i]).cast(ts[i].dtype()) : Tensor::zeros(ts[i].shape(), ts[i].dtype()));
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+// x:assign(y): x now stands for y's value (same shape; cast to x's dtype). Lazy, like any op;
+// it is how optimizers update parameters in place, keeping the Lua object.
+int t_assign(lua_State* L) {
+  Tensor& x = check_tensor(L, 1);
+  Tensor y = check_tensor(L, 2);
+  if (y.shape() != x.shape())
+    throw std::invalid_argument("cannot assign a tensor of shape " + shape_str(y.shape()) + " to one of shape " +
+                                shape_str(x.shape()));
+  x.uop = y.cast(x.dtype()).uop;
+  lua_settop(L, 1);
+  return 1;
+}
+
+int t_detach(lua_State* L) {
+  push_tensor(L, check_tensor(L, 1).detach());
+  return 1;
+}
+
+const Binding kAutogradFns[] = {
+    {"Tensor:backward", t_backward}, {"Tensor.gradient", t_gradient}, {"Tensor:assign", t_assign},
+    {"Tensor:detach", t_detach},     {"Tensor:requires_grad_", t_requires_grad_},
+};
+} // namespace
+
+void open_autograd(lua_State* L) {
+  lua_getglobal(L, "Tensor");
+  set_bindings(L, -1, kAutogradFns);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "no_grad");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "training");
+  lua_pop(L, 1);
+}
+
+} // namespace mg::lua
