@@ -129,7 +129,7 @@ int t_backward(lua_State* L) {
     set_attr(L, t, "grad", -1);
     lua_settop(L, 3);
   }
-  if (found == 0 && !targets.empty())
+  if (found == 0)
     throw std::invalid_argument("backward(): the output does not depend on any tensor with requires_grad");
   lua_settop(L, 1);
   return 1;

@@ -16,7 +16,7 @@ struct Members {
   const char* meta;
   std::span<const char* const> fields;
 };
-constexpr const char* kTensorFields[] = {"shape", "dtype", "device", "ndim", "T", "uop", "st"};
+constexpr const char* kTensorFields[] = {"shape", "dtype", "device", "ndim", "T", "uop", "st", "grad", "requires_grad"};
 constexpr const char* kUOpFields[] = {"op", "dtype", "arg", "shape", "src", "toposort"};
 constexpr const char* kSTFields[] = {"shape",  "size",   "contiguous", "views",    "reshape",  "permute",
                                      "expand", "pad",    "shrink",     "flip",     "simplify", "offset_of"};

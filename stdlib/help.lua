@@ -92,6 +92,35 @@ M.tensor = {
   item = { "x:item()", "the value of a one-element tensor as a Lua number" },
   numel = { "x:numel()", "number of elements" },
   schedule = { "x:schedule()", "the kernels realize would run, as a Lua list of ScheduleItems" },
+  -- autograd
+  backward = { "loss:backward([gradient])", "add d(loss)/dt to t.grad for every tensor t with requires_grad (lazy)" },
+  gradient = { "Tensor.gradient(out, {t1, t2} [, gradient])", "the gradients of out w.r.t. each t, as a list" },
+  assign = { "x:assign(y)", "x now holds y's value (same shape): how optimizers update parameters" },
+  detach = { "x:detach()", "the same values with no gradient flowing back" },
+  requires_grad_ = { "x:requires_grad_([on=true])", "mark x as a parameter backward() fills x.grad for; returns x" },
+  -- composed ops (stdlib/tensor_ext.lua)
+  leaky_relu = { "x:leaky_relu([slope=0.01])", "x for x > 0, slope * x otherwise" },
+  elu = { "x:elu([alpha=1])", "x for x > 0, alpha * (e^x - 1) otherwise" },
+  silu = { "x:silu()", "x * sigmoid(x)" },
+  softplus = { "x:softplus([beta=1])", "log(1 + e^(beta x)) / beta, computed stably" },
+  gelu = { "x:gelu()", "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))" },
+  erf = { "x:erf()", "the error function (Abramowitz-Stegun, error < 2e-7)" },
+  cat = { "Tensor.cat({a, b, ...} [, axis=0])", "join along axis (each piece padded, then summed)" },
+  stack = { "Tensor.stack({a, b, ...} [, axis=0])", "join along a new axis" },
+  one_hot = { "ids:one_hot(n)", "float rows with a 1 at each id" },
+  gather = { "x:gather(axis, index)", "out[i][j] = x[i][index[i][j]] along axis (a masked sum)" },
+  max_pool2d = { "x:max_pool2d([k=2] [, {stride=k, padding=0, dilation=1}])", "max over each k x k window of (N, C, H, W)" },
+  avg_pool2d = { "x:avg_pool2d([k=2] [, {stride=k, padding=0, dilation=1}])", "mean over each k x k window" },
+  conv2d = { "x:conv2d(w [, b] [, {stride=1, padding=0, dilation=1, groups=1}])", "2-d convolution: windows (a view) times w, summed" },
+  linear = { "x:linear(w [, b])", "x @ w.T + b, with w stored (out, in)" },
+  layernorm = { "x:layernorm([axis=-1, eps=1e-5])", "normalize to zero mean and unit variance over axis" },
+  batchnorm = { "x:batchnorm(weight, bias, mean, invstd)", "(x - mean) * invstd * weight + bias per channel (dim 1)" },
+  dropout = { "x:dropout([p=0.5])", "zero elements with probability p while Tensor.training is true, scale the rest" },
+  sparse_categorical_crossentropy = { "logits:sparse_categorical_crossentropy(ids [, {label_smoothing=0, ignore_index=-1}])", "mean negative log-likelihood of the right class" },
+  cross_entropy = { "logits:cross_entropy(target [, {label_smoothing=0}])", "target as class ids or as probabilities" },
+  binary_crossentropy = { "p:binary_crossentropy(y)", "-(y log p + (1-y) log(1-p)), averaged" },
+  binary_crossentropy_logits = { "x:binary_crossentropy_logits(y)", "binary cross-entropy of sigmoid(x), computed stably" },
+  mse = { "x:mse(y)", "mean squared error" },
 }
 
 -- Properties read as fields: x.shape, x.T, ...
@@ -103,6 +132,8 @@ M.fields = {
   T = { "x.T", "the transpose (last two dims swapped)" },
   uop = { "x.uop", "the lazy UOp graph (print it; .op .dtype .src .arg)" },
   st = { "x.st", "the ShapeTracker of a view: shape, strides, offset, mask, contiguous" },
+  grad = { "x.grad", "the gradient backward() accumulated for x (a Tensor), or nil" },
+  requires_grad = { "x.requires_grad", "whether backward() computes x.grad; settable" },
 }
 
 return M

@@ -1,0 +1,139 @@
+-- Gradients against central finite differences in float64, for every op with a backward rule
+-- and the composed ops built on them, on views and broadcasts. The reference knows nothing of
+-- the gradient rules: it only evaluates the forward function at nudged inputs.
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test = H.test
+
+Tensor.manual_seed(7)
+local F64 = { dtype = "float64" }
+
+local function flat(t)
+  local out = {}
+  local function walk(v)
+    if type(v) == "table" then for _, x in ipairs(v) do walk(x) end else out[#out + 1] = v end
+  end
+  walk(t:tolist())
+  return out
+end
+
+local function from_flat(vals, shape) return Tensor(vals, F64):reshape(shape) end
+
+-- Checks d(sum(f(xs) * w))/dx for each input against finite differences. shapes: one per input;
+-- prep turns raw normals into the input domain (e.g. positive for log).
+local function check(name, f, shapes, prep, tol, eps)
+  test(name, function()
+    tol = tol or 1e-5
+    local xs = {}
+    for i, s in ipairs(shapes) do
+      local x = Tensor.randn(s, F64)
+      if prep and prep[i] then x = prep[i](x) end
+      xs[i] = x:realize()
+    end
+    local out = f(table.unpack(xs))
+    local w = Tensor.randn(out.shape, F64):realize() -- a non-uniform seed
+    local function loss(...) return (f(...) * w):sum() end
+    local grads = Tensor.gradient(loss(table.unpack(xs)), xs)
+    eps = eps or 1e-6
+    for i, x in ipairs(xs) do
+      local base = flat(x)
+      local got = flat(grads[i])
+      for k = 1, #base do
+        local function at(delta)
+          local v = { table.unpack(base) }
+          v[k] = v[k] + delta
+          local args = { table.unpack(xs) }
+          args[i] = from_flat(v, x.shape)
+          return loss(table.unpack(args)):item()
+        end
+        local num = (at(eps) - at(-eps)) / (2 * eps)
+        local err = math.abs(got[k] - num)
+        assert(err <= tol * math.max(1, math.abs(num)),
+          ("%s: input %d element %d: gradient %.9g, finite differences %.9g"):format(name, i, k, got[k], num))
+      end
+    end
+  end)
+end
+
+local pos = function(x) return x:abs() + 0.5 end
+local unit = function(x) return x:sigmoid() * 0.8 + 0.1 end -- in (0.1, 0.9)
+local away = function(x) return x + x:gt(0):where(0.2, -0.2) end -- away from kinks at 0
+
+-- primitives, with broadcasting
+check("add (broadcast)", function(a, b) return a + b end, { { 3, 1 }, { 1, 4 } })
+check("sub (broadcast)", function(a, b) return a - b end, { { 2, 3 }, { 3 } })
+check("mul (broadcast)", function(a, b) return a * b end, { { 3, 1 }, { 1, 4 } })
+check("div", function(a, b) return a / b end, { { 2, 3 }, { 2, 3 } }, { nil, pos })
+check("pow (both sides)", function(a, b) return a ^ b end, { { 5 }, { 5 } }, { pos })
+check("neg", function(a) return -a end, { { 4 } })
+check("exp, log", function(a) return a:exp() + a:abs():add(0.5):log() end, { { 6 } })
+check("sqrt, rsqrt, reciprocal", function(a) return a:sqrt() + a:rsqrt() + a:reciprocal() end, { { 6 } }, { pos })
+check("sin, cos", function(a) return a:sin() * a:cos() end, { { 6 } })
+check("relu, abs (away from 0)", function(a) return a:relu() + a:abs() * 2 end, { { 8 } }, { away })
+check("sigmoid, tanh", function(a) return a:sigmoid() + a:tanh() end, { { 6 } })
+check("square", function(a) return a:square() end, { { 5 } })
+check("maximum, minimum", function(a, b) return a:maximum(b) + a:minimum(b) * 3 end, { { 7 }, { 7 } })
+check("where", function(a, b) return a:gt(0):where(a * 2, b) end, { { 6 }, { 6 } }, { away })
+-- linear, so a wide step is exact; a narrow one would measure float32 rounding
+check("cast float64 -> float32 -> float64", function(a) return (a:cast("float32") * 3):cast("float64") end, { { 4 } },
+  nil, 1e-5, 1e-1)
+
+-- reductions
+check("sum over an axis, keepdim", function(a) return a:sum(1, true) * a end, { { 3, 4 } })
+check("sum over everything", function(a) return a:sum() end, { { 2, 3 } })
+check("max over an axis", function(a) return a:max(0) end, { { 4, 3 } })
+check("min", function(a) return a:min(1) end, { { 3, 4 } })
+check("mean", function(a) return a:mean({ 0, 2 }) end, { { 2, 3, 2 } })
+check("softmax", function(a) return a:softmax(-1) end, { { 2, 5 } })
+check("log_softmax", function(a) return a:log_softmax(0) end, { { 4, 2 } })
+check("cumsum", function(a) return a:cumsum(1) end, { { 2, 5 } })
+check("matmul", function(a, b) return a:matmul(b) end, { { 3, 4 }, { 4, 2 } })
+
+-- movement, also stacked on each other
+check("reshape, permute", function(a) return a:reshape(3, 4):permute(1, 0) * Tensor.arange(0, 3, F64) end, { { 2, 6 } })
+check("expand", function(a) return a:reshape(3, 1):expand(3, 4) * Tensor.arange(0, 4, F64) end, { { 3 } })
+check("pad", function(a) return a:pad({ { 1, 2 }, { 0, 1 } }) end, { { 2, 3 } })
+check("shrink and slice", function(a) return a:shrink({ { 1, 3 }, { 0, 2 } }) + a[{ { 0, 2 }, { 1, 3 } }] end, { { 4, 3 } })
+check("flip", function(a) return a:flip(0) * Tensor.arange(0, 3, F64):reshape(3, 1) end, { { 3, 2 } })
+check("transpose of a pad of a flip", function(a) return a:flip(1):pad({ { 1, 0 }, { 0, 2 } }).T end, { { 2, 3 } })
+check("cat, stack", function(a, b) return Tensor.cat({ a, b }, 1) + Tensor.stack({ a:sum(1), b:sum(1) }, 1):sum(1, true) end,
+  { { 2, 3 }, { 2, 2 } })
+check("gather", function(a) return a:gather(1, Tensor { { 2, 0 }, { 1, 1 } }) end, { { 2, 3 } })
+
+-- composed ops
+check("conv2d (stride 2, padding 1, bias)", function(x, w, b) return x:conv2d(w, b, { stride = 2, padding = 1 }) end,
+  { { 1, 2, 5, 5 }, { 3, 2, 3, 3 }, { 3 } })
+check("conv2d (groups 2, dilation 2)", function(x, w) return x:conv2d(w, { groups = 2, dilation = 2 }) end,
+  { { 1, 4, 5, 5 }, { 2, 2, 2, 2 } })
+check("max_pool2d", function(x) return x:max_pool2d(2) end, { { 1, 2, 4, 4 } })
+check("max_pool2d overlapping (3, stride 1)", function(x) return x:max_pool2d(3, { stride = 1 }) end, { { 1, 1, 4, 4 } })
+check("avg_pool2d", function(x) return x:avg_pool2d(2, { stride = 1 }) end, { { 1, 1, 3, 3 } })
+check("linear", function(x, w, b) return x:linear(w, b) end, { { 2, 3 }, { 4, 3 }, { 4 } })
+check("layernorm", function(x) return x:layernorm() end, { { 2, 5 } })
+check("batchnorm", function(x, w, b, m, v) return x:batchnorm(w, b, m, v) end, { { 2, 3, 2, 2 }, { 3 }, { 3 }, { 3 }, { 3 } },
+  { nil, nil, nil, nil, pos })
+check("leaky_relu, elu, silu", function(x) return x:leaky_relu(0.1) + x:elu() + x:silu() end, { { 6 } }, { away })
+check("softplus, gelu, erf", function(x) return x:softplus() + x:gelu() + x:erf() end, { { 6 } })
+check("sparse_categorical_crossentropy with smoothing", function(x)
+  return x:sparse_categorical_crossentropy(Tensor { 2, 0, 1 }, { label_smoothing = 0.1 }):reshape(1)
+end, { { 3, 4 } })
+check("cross_entropy with probabilities", function(x, p) return x:cross_entropy(p:softmax()):reshape(1) end, { { 2, 3 }, { 2, 3 } })
+check("binary_crossentropy_logits, mse", function(x, y)
+  return (x:binary_crossentropy_logits(y) + x:mse(y)):reshape(1)
+end, { { 5 }, { 5 } }, { nil, unit })
+
+-- backward() on parameters, accumulation, detach
+test("backward fills .grad, accumulates, and skips detached paths", function()
+  local w = Tensor({ 1.0, 2.0, 3.0 }):requires_grad_()
+  local x = Tensor { 2.0, 0.5, -1.0 };
+  (w * x):sum():backward()
+  H.same(w.grad:tolist(), { 2.0, 0.5, -1.0 }, 1e-6);
+  (w * w):sum():backward() -- adds 2w
+  H.same(w.grad:tolist(), { 4.0, 4.5, 5.0 }, 1e-6)
+  w.grad = nil;
+  (w * w:detach()):sum():backward() -- only the first factor
+  H.same(w.grad:tolist(), { 1.0, 2.0, 3.0 }, 1e-6)
+  H.errors(function() Tensor{1.0, 2.0}:requires_grad_():backward() end, "needs a gradient argument")
+  H.errors(function() (Tensor{1.0} * 2):sum():backward() end, "does not depend on any tensor with requires_grad")
+end)
+
+H.done()
