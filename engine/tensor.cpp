@@ -280,6 +280,29 @@ std::vector<double> Tensor::data() {
   return out;
 }
 
+std::string Tensor::to_bytes() {
+  Tensor c = contiguous();
+  c.realize();
+  const UOp* u = c.uop.get();
+  if (u->op == Ops::RESHAPE) u = u->src[0].get();
+  if (u->op != Ops::BUFFER) internal_error("contiguous realized tensor is not a buffer");
+  std::string out(static_cast<size_t>(numel()) * itemsize(dtype()), '\0');
+  if (!out.empty()) u->buffer()->copyout(out.data());
+  return out;
+}
+
+Tensor Tensor::from_bytes(const void* data, size_t nbytes, const Shape& shape, DType dtype,
+                          const std::string& device) {
+  int64_t n = prod(shape);
+  if (dtype == DType::Void) user_error("cannot make a tensor of dtype void");
+  if (static_cast<size_t>(n) * itemsize(dtype) != nbytes)
+    user_error(std::to_string(nbytes) + " bytes do not make a " + name(dtype) + " tensor of shape " +
+               shape_str(shape) + " (" + std::to_string(n * itemsize(dtype)) + " bytes)");
+  auto b = std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
+  if (n > 0) b->copyin(data);
+  return buffer_tensor(std::move(b), shape);
+}
+
 double Tensor::item() {
   if (numel() != 1) user_error("item() needs a tensor with one element, got shape " + shape_str(shape()));
   return data()[0];

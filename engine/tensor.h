@@ -128,6 +128,10 @@ public:
   std::vector<ScheduleItem> schedule() const;
   // Realizes and returns the elements, row-major, as doubles.
   std::vector<double> data();
+  // The raw little-endian bytes, row-major (realizes a contiguous copy if needed), and back.
+  std::string to_bytes();
+  static Tensor from_bytes(const void* data, size_t nbytes, const Shape& shape, DType dtype,
+                           const std::string& device = "");
   double item();
   std::string to_string(); // numpy-like; realizes
 

@@ -556,6 +556,29 @@ int t_numel(lua_State* L) {
   return 1;
 }
 
+// x:tobytes() -> the raw little-endian bytes, row-major
+int t_tobytes(lua_State* L) {
+  std::string b = check_tensor(L, 1).to_bytes();
+  lua_pushlstring(L, b.data(), b.size());
+  return 1;
+}
+
+// Tensor.frombytes(bytes, shape, dtype [, offset]): a tensor from raw little-endian bytes,
+// starting at byte `offset` (0-based) of the string; the rest of the string must fit exactly.
+int t_frombytes(lua_State* L) {
+  size_t len = 0;
+  const char* p = luaL_checklstring(L, 1, &len);
+  Shape shape = int_list(L, 2, "Tensor.frombytes");
+  DType dt = check_dtype(L, 3);
+  lua_Integer off = luaL_optinteger(L, 4, 0);
+  lua_Integer n = luaL_optinteger(L, 5, -1);
+  if (off < 0 || static_cast<size_t>(off) > len) luaL_error(L, "Tensor.frombytes: offset %d is outside the %d bytes", (int)off, (int)len);
+  size_t count = n < 0 ? len - off : static_cast<size_t>(n);
+  if (off + count > len) luaL_error(L, "Tensor.frombytes: %d bytes from offset %d run past the %d bytes given", (int)count, (int)off, (int)len);
+  push_tensor(L, Tensor::from_bytes(p + off, count, shape, dt));
+  return 1;
+}
+
 int t_schedule(lua_State* L) {
   push_schedule(L, check_tensor(L, 1).schedule());
   return 1;
@@ -650,6 +673,7 @@ const Binding kStatics[] = {
     {"Tensor.eye", t_eye},
     {"Tensor.manual_seed", t_manual_seed},
     {"Tensor.realize_all", t_realize_all},
+    {"Tensor.frombytes", t_frombytes},
 };
 
 const Binding kMethods[] = {
@@ -716,6 +740,7 @@ const Binding kMethods[] = {
     {"Tensor:item", t_item},
     {"Tensor:numel", t_numel},
     {"Tensor:schedule", t_schedule},
+    {"Tensor:tobytes", t_tobytes},
 };
 
 // Metamethods, named for error messages as the user wrote them.

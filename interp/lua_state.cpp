@@ -425,10 +425,12 @@ void open_stdlib(lua_State* L) {
     lua_setfield(L, -2, m.name);
   }
   lua_pop(L, 1);
-  for (const char* name : {"show", "tensor_ext"}) {
+  for (const char* name : {"show", "tensor_ext", "nn", "optim", "state", "datasets"}) {
     lua_getglobal(L, "require");
     lua_pushstring(L, name);
-    lua_call(L, 1, 0);
+    lua_call(L, 1, 1);
+    if (std::strcmp(name, "tensor_ext") != 0) lua_setglobal(L, name); // it only adds Tensor methods
+    else lua_pop(L, 1);
   }
 }
 
@@ -439,6 +441,7 @@ int open_all(lua_State* L) {
   open_uop(L);
   open_show(L);
   open_globals(L);
+  preload_mgio(L);
   open_stdlib(L);
   return 0;
 }
