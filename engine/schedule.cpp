@@ -16,16 +16,16 @@
 namespace mg {
 
 UOpRef resolve_realized(const UOpRef& u) {
-  if (u->realized) return u->realized;
+  if (auto r = u->cached()) return r;
   bool any = false;
   for (const UOp* n : toposort(u.get()))
-    if (n->realized) {
+    if (n->cached()) {
       any = true;
       break;
     }
   if (!any) return u;
-  static const PatternMatcher pm{{UPat::any().where([](const UOp& n) { return n.realized != nullptr; }),
-                                  [](const Match& m) { return m.root()->realized; }}};
+  static const PatternMatcher pm{{UPat::any().where([](const UOp& n) { return n.cached() != nullptr; }),
+                                  [](const Match& m) { return m.root()->cached(); }}};
   return graph_rewrite(u, pm);
 }
 
@@ -46,12 +46,36 @@ bool is_buffer_view(const UOp* u) {
   return u->op == Ops::BUFFER;
 }
 
+UOpRef buffer_view(const std::shared_ptr<Buffer>& b, const UOpRef& like) {
+  UOpRef bv = UOp::make(Ops::BUFFER, like->dtype, {}, b);
+  if (bv->shape != like->shape) bv = UOp::make(Ops::RESHAPE, like->dtype, {bv}, like->shape);
+  return bv;
+}
+
+// The buffer an assign node (CONTIGUOUS with a buffer arg, made by Tensor::assign) writes.
+std::shared_ptr<Buffer> assign_target(const UOp* u) {
+  if (u->op != Ops::CONTIGUOUS || !std::holds_alternative<std::shared_ptr<Buffer>>(u->arg)) return nullptr;
+  return u->buffer();
+}
+
+// A kernel that copies `from` into `to` (same dtype and size).
+ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from) {
+  UOpRef view = view_uop(ShapeTracker::contiguous({static_cast<int64_t>(to->size)}));
+  UOpRef load = UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
+  UOpRef store =
+      UOp::make(Ops::STORE, DType::Void, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
+  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}};
+}
+
 struct Scheduler {
   explicit Scheduler(bool commit) : commit(commit) {}
   bool commit; // set `realized` on graph nodes (false: preview only)
   std::vector<ScheduleItem> items;
   std::unordered_map<const UOp*, UOpRef> done; // node -> realized buffer view
   std::unordered_set<const UOp*> own_kernel;   // reduces that feed several kernels: computed once
+  // In-place assigns: the value is computed into a fresh buffer like any other, and copied into
+  // the target after every kernel, so all readers of the old contents ran first.
+  std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> copies; // target, fresh
 
   // Schedules `u` as a kernel (after its dependencies) and returns its buffer view.
   UOpRef realize(const UOpRef& u);
@@ -87,7 +111,7 @@ struct KernelBuilder {
 
   // The first reduce reachable from the root through elementwise ops and reshapes.
   void find_reduce(const UOp* u) {
-    if (!red_axes.empty() || s.done.count(u) || u->realized) return;
+    if (!red_axes.empty() || s.done.count(u) || u->cached()) return;
     if (u->op == Ops::REDUCE_AXIS && !(s.own_kernel.count(u) && u != root)) {
       red_in = u->src[0]->shape, red_out = u->shape, red_axes = u->rarg().axes, red_op = u->rarg().op;
       return;
@@ -123,7 +147,7 @@ struct KernelBuilder {
 
   UOpRef walk_uncached(const UOpRef& u, const Path& path, bool in_reduce) {
     if (auto it = s.done.find(u.get()); it != s.done.end()) return leaf(it->second, path, in_reduce);
-    if (u->realized) return leaf(u->realized, path, in_reduce);
+    if (auto r = u->cached()) return leaf(r, path, in_reduce);
     switch (u->op) {
     case Ops::BUFFER:
       return leaf(u, path, in_reduce);
@@ -174,10 +198,10 @@ UOpRef Scheduler::realize(const UOpRef& u) {
       UOp::make(Ops::STORE, DType::Void,
                 {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
   items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
-  UOpRef bv = UOp::make(Ops::BUFFER, u->dtype, {}, out);
-  if (bv->shape != u->shape) bv = UOp::make(Ops::RESHAPE, u->dtype, {bv}, u->shape);
+  UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
-  if (commit) u->realized = bv;
+  if (auto target = assign_target(u.get())) copies.push_back({target, out});
+  if (commit) u->set_cached(bv);
   return bv;
 }
 
@@ -216,6 +240,7 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
 
 std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit) {
   Scheduler s(commit);
+  std::vector<std::pair<UOpRef, UOpRef>> finals; // node -> the view it holds after this schedule
   std::vector<UOpRef> resolved;
   for (auto& o : outs0)
     resolved.push_back(resolve_realized(o));
@@ -228,13 +253,23 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       if (u->numel() == 0 && !is_buffer_view(u.get())) {
         auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
         UOpRef bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
-        if (commit) o->realized = bv;
+        if (commit) o->set_cached(bv);
       } else if (commit && u != o)
-        o->realized = u;
+        o->set_cached(u);
       continue;
     }
     UOpRef bv = s.realize(u);
-    if (commit && u != o) o->realized = bv;
+    if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
+    if (commit) finals.push_back({o, bv}), finals.push_back({u, bv});
+  }
+  for (auto& [to, from] : s.copies)
+    s.items.push_back(copy_item(to, from));
+  if (commit) {
+    // After an in-place write, values cached earlier may be stale: start a new epoch. The
+    // outputs of this schedule are what their tensors hold now, so they stay cached.
+    if (!s.copies.empty()) UOp::mutation_epoch()++;
+    for (auto& [node, view] : finals)
+      if (node != view) node->set_cached(view);
   }
   return std::move(s.items);
 }

@@ -120,6 +120,10 @@ public:
   Tensor log_softmax(int64_t axis = -1) const;
   Tensor contiguous() const;
   Tensor detach() const; // the same values, with no gradient flowing back through it
+  // This tensor now stands for v (same shape; cast to this dtype). When this tensor is a
+  // realized buffer, the next realize writes v into that same buffer (in place), so the buffer
+  // keeps its identity across optimizer steps (TinyJit replays kernels on it).
+  Tensor& assign(const Tensor& v);
 
   // ---- running
   Tensor& realize();

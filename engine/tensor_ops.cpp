@@ -6,6 +6,7 @@
 
 #include "engine/errors.h"
 #include "engine/tensor.h"
+#include "engine/device.h"
 
 namespace mg {
 
@@ -249,6 +250,25 @@ Tensor Tensor::cumsum(int64_t axis) const {
 }
 
 // ---------------------------------------------------------------- movement
+
+Tensor& Tensor::assign(const Tensor& v0) {
+  if (v0.shape() != shape())
+    user_error("cannot assign a tensor of shape " + shape_str(v0.shape()) + " to one of shape " +
+               shape_str(shape()));
+  Tensor v = v0.cast(dtype());
+  UOpRef cur = resolve_realized(uop);
+  const UOp* b = cur.get();
+  if (b->op == Ops::RESHAPE) b = b->src[0].get();
+  if (b->op == Ops::BUFFER && static_cast<int64_t>(b->buffer()->size) == numel() && v.uop != cur) {
+    // an assign is an action, not a value: a serial number keeps two equal assigns apart
+    static int64_t serial = 0;
+    uop = UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::cconst(DType::Int64, static_cast<double>(++serial))},
+                    b->buffer());
+  }
+  else
+    uop = v.uop;
+  return *this;
+}
 
 Tensor Tensor::detach() const { return Tensor(UOp::make(Ops::DETACH, dtype(), {uop})); }
 

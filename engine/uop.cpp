@@ -87,6 +87,12 @@ Shape infer_shape(Ops op, const std::vector<UOpRef>& src, const Arg& arg, bool& 
 }
 } // namespace
 
+uint64_t& UOp::mutation_epoch() {
+  static uint64_t e = 1;
+  return e;
+}
+
+
 size_t hash_arg(const Arg& a) {
   return std::visit(
       [](const auto& v) -> size_t {

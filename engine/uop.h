@@ -38,8 +38,17 @@ struct UOp {
   bool has_shape = false;
   Shape shape; // tensor-level ops only
 
-  // Cache filled by realize: the buffer view this graph node was computed into.
+  // Cache filled by realize: the buffer view this graph node was computed into. It holds only
+  // until a buffer is next written in place (Tensor::assign, a TinyJit replay): after that,
+  // values computed earlier may be stale, so every such write starts a new epoch.
   mutable UOpRef realized;
+  mutable uint64_t realized_epoch = 0;
+  UOpRef cached() const { return realized && realized_epoch == mutation_epoch() ? realized : nullptr; }
+  void set_cached(UOpRef v) const {
+    realized = std::move(v);
+    realized_epoch = mutation_epoch();
+  }
+  static uint64_t& mutation_epoch();
 
   static UOpRef make(Ops op, DType dtype, std::vector<UOpRef> src = {}, Arg arg = {});
   static UOpRef cconst(DType dtype, double v);          // CONST, value stored as the dtype wants

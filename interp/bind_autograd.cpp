@@ -164,12 +164,7 @@ int t_gradient(lua_State* L) {
 // x:assign(y): x now stands for y's value (same shape; cast to x's dtype). Lazy, like any op;
 // it is how optimizers update parameters in place, keeping the Lua object.
 int t_assign(lua_State* L) {
-  Tensor& x = check_tensor(L, 1);
-  Tensor y = check_tensor(L, 2);
-  if (y.shape() != x.shape())
-    throw std::invalid_argument("cannot assign a tensor of shape " + shape_str(y.shape()) + " to one of shape " +
-                                shape_str(x.shape()));
-  x.uop = y.cast(x.dtype()).uop;
+  check_tensor(L, 1).assign(check_tensor(L, 2));
   lua_settop(L, 1);
   return 1;
 }

@@ -9,11 +9,14 @@
 namespace mg::lua {
 
 Tensor* test_tensor(lua_State* L, int idx) {
-  return static_cast<Tensor*>(luaL_testudata(L, idx, kTensorMeta));
+  auto* t = static_cast<Tensor*>(luaL_testudata(L, idx, kTensorMeta));
+  return t && t->uop ? t : nullptr; // a collected tensor (see t_gc) is no tensor
 }
 
 Tensor& check_tensor(lua_State* L, int idx) {
-  return *static_cast<Tensor*>(luaL_checkudata(L, idx, kTensorMeta));
+  auto* t = static_cast<Tensor*>(luaL_checkudata(L, idx, kTensorMeta));
+  if (!t->uop) luaL_error(L, "Tensor: this tensor was garbage-collected");
+  return *t;
 }
 
 void push_tensor(lua_State* L, Tensor t) {
@@ -591,7 +594,9 @@ int t_tostring(lua_State* L) {
 }
 
 int t_gc(lua_State* L) { // no trampoline: a destructor does not throw
-  static_cast<Tensor*>(lua_touserdata(L, 1))->~Tensor();
+  // Drop the graph but leave a valid, empty Tensor: a finalized userdata can still sit in a
+  // weak-keyed table (backward's registry) until the next collection, so it must stay readable.
+  static_cast<Tensor*>(lua_touserdata(L, 1))->uop.reset();
   return 0;
 }
 

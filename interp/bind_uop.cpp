@@ -374,7 +374,7 @@ ShapeTracker tensor_st(const Tensor& t) {
   std::vector<const UOp*> chain;
   const UOp* n = t.uop.get();
   for (;;) {
-    if (n->realized) n = n->realized.get(); // a realized node reads its buffer view
+    if (auto r = n->cached()) n = r.get(); // a realized node reads its buffer view
     if (!is_movement(n->op)) break;
     chain.push_back(n);
     n = n->src[0].get();

@@ -92,6 +92,9 @@ M.tensor = {
   item = { "x:item()", "the value of a one-element tensor as a Lua number" },
   numel = { "x:numel()", "number of elements" },
   schedule = { "x:schedule()", "the kernels realize would run, as a Lua list of ScheduleItems" },
+  tobytes = { "x:tobytes()", "the raw little-endian bytes, row-major, as a Lua string" },
+  frombytes = { "Tensor.frombytes(bytes, shape, dtype [, offset [, nbytes]])", "a tensor from raw little-endian bytes" },
+  conv_transpose2d = { "x:conv_transpose2d(w [, b] [, {stride, padding, output_padding, dilation, groups}])", "transposed convolution (the gradient of conv2d w.r.t. its input)" },
   -- autograd
   backward = { "loss:backward([gradient])", "add d(loss)/dt to t.grad for every tensor t with requires_grad (lazy)" },
   gradient = { "Tensor.gradient(out, {t1, t2} [, gradient])", "the gradients of out w.r.t. each t, as a list" },
