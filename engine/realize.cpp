@@ -132,10 +132,30 @@ static std::vector<KernelLog*>& kernel_logs() {
 KernelLog::KernelLog() { kernel_logs().push_back(this); }
 KernelLog::~KernelLog() { std::erase(kernel_logs(), this); }
 
+static std::vector<ItemCapture*>& captures() {
+  static std::vector<ItemCapture*> c;
+  return c;
+}
+ItemCapture::ItemCapture() { captures().push_back(this); }
+ItemCapture::~ItemCapture() { std::erase(captures(), this); }
+
+void replay(const std::vector<ScheduleItem>& items,
+            const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap) {
+  std::vector<ScheduleItem> run = items;
+  for (auto& it : run)
+    for (auto& b : it.bufs)
+      for (auto& [from, to] : swap)
+        if (b.get() == from) b = to;
+  run_schedule(run);
+  UOp::mutation_epoch()++;
+}
+
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   std::vector<KernelRun> runs;
   auto& gc = global_counters();
   for (auto& item : items) {
+    for (ItemCapture* cap : captures())
+      cap->items.push_back(item);
     Compiled& c = compiled_for(item);
     std::vector<void*> ptrs;
     for (auto& b : item.bufs)

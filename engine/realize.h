@@ -38,6 +38,22 @@ public:
   KernelLog& operator=(const KernelLog&) = delete;
   std::vector<std::pair<KernelInfo, double>> runs; // info, seconds
 };
+// While one is alive, every item run_schedule runs is appended to it (TinyJit's capture).
+class ItemCapture {
+public:
+  ItemCapture();
+  ~ItemCapture();
+  ItemCapture(const ItemCapture&) = delete;
+  ItemCapture& operator=(const ItemCapture&) = delete;
+  std::vector<ScheduleItem> items;
+};
+
+// Runs captured items again, each buffer in `swap` replaced by its partner (TinyJit's replay:
+// the captured call's inputs become the new call's). Kernels may write buffers in place, so
+// values cached in graph nodes expire (a new mutation epoch).
+void replay(const std::vector<ScheduleItem>& items,
+            const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap);
+
 // Lowers, renders and compiles (cached) without running.
 const KernelInfo& kernel_for(const ScheduleItem& item);
 

@@ -238,35 +238,41 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
   return r;
 }
 
-std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit) {
+std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit, std::vector<UOpRef>* views) {
   Scheduler s(commit);
   std::vector<std::pair<UOpRef, UOpRef>> finals; // node -> the view it holds after this schedule
   std::vector<UOpRef> resolved;
-  for (auto& o : outs0)
-    resolved.push_back(resolve_realized(o));
+  for (const auto& o : outs0) {
+    UOpRef x = o;
+    // A graph whose value an earlier realize made may be a buffer another tensor holds: copy
+    // it, so that an in-place write to one tensor never changes the other.
+    if (commit && !is_buffer_view(o.get()) && o->cached()) {
+      static int64_t serial = 0;
+      x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::cconst(DType::Int64, static_cast<double>(++serial))});
+    }
+    resolved.push_back(resolve_realized(x));
+  }
   s.own_kernel = reduces_feeding_several_outputs(resolved);
+  if (views) views->assign(outs0.size(), nullptr);
   for (size_t i = 0; i < outs0.size(); i++) {
     const UOpRef& o = outs0[i];
     const UOpRef& u = resolved[i];
-    if (is_buffer_view(u.get()) || u->numel() == 0) {
-      // movement ops alone make no kernel; an empty tensor needs no work
-      if (u->numel() == 0 && !is_buffer_view(u.get())) {
-        auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
-        UOpRef bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
-        if (commit) o->set_cached(bv);
-      } else if (commit && u != o)
-        o->set_cached(u);
-      continue;
+    UOpRef bv = u; // movement ops alone make no kernel
+    if (u->numel() == 0 && !is_buffer_view(u.get())) { // an empty tensor needs no work
+      auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
+      bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
+    } else if (!is_buffer_view(u.get())) {
+      bv = s.realize(u);
+      if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
     }
-    UOpRef bv = s.realize(u);
-    if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
-    if (commit) finals.push_back({o, bv}), finals.push_back({u, bv});
+    if (views) (*views)[i] = bv;
+    if (commit && u == resolve_realized(o) && !assign_target(o.get())) finals.push_back({o, bv});
   }
   for (auto& [to, from] : s.copies)
     s.items.push_back(copy_item(to, from));
   if (commit) {
     // After an in-place write, values cached earlier may be stale: start a new epoch. The
-    // outputs of this schedule are what their tensors hold now, so they stay cached.
+    // outputs of this schedule hold their values now, so they stay cached.
     if (!s.copies.empty()) UOp::mutation_epoch()++;
     for (auto& [node, view] : finals)
       if (node != view) node->set_cached(view);
@@ -276,8 +282,10 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
 
 } // namespace
 
-std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs) { return schedule(outs, true); }
-std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) { return schedule(outs, false); }
+std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views) {
+  return schedule(outs, true, views);
+}
+std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) { return schedule(outs, false, nullptr); }
 
 std::string ScheduleItem::to_string() const {
   std::ostringstream os;

@@ -19,9 +19,10 @@ struct ScheduleItem {
   std::string to_string() const;
 };
 
-// Schedules the graphs of `outs`. On return each out node's `realized` names its output
-// buffer view, so later graphs that share these nodes read the buffer instead of recomputing.
-std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs);
+// Schedules the graphs of `outs`; `views` (if given) receives the buffer view each out holds
+// afterwards. Realized nodes are cached, so later graphs that share them read the buffer
+// instead of recomputing (until the next in-place write).
+std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views = nullptr);
 
 // Same, but records nothing: for printing what a realize would do.
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs);

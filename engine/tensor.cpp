@@ -229,11 +229,12 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
       std::printf("--- tensor graph\n%s", print_tree(u).c_str());
   auto t0 = std::chrono::steady_clock::now();
   int64_t compiled0 = global_counters().kernels_compiled;
-  auto items = create_schedule(outs);
+  std::vector<UOpRef> views;
+  auto items = create_schedule(outs, &views);
   auto runs = run_schedule(items);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (auto* t : ts)
-    t->uop = resolve_realized(t->uop);
+  for (size_t i = 0; i < ts.size(); i++)
+    ts[i]->uop = views[i];
   if (dbg >= 1 && !runs.empty()) {
     double kt = 0;
     for (auto& r : runs)

@@ -425,12 +425,18 @@ void open_stdlib(lua_State* L) {
     lua_setfield(L, -2, m.name);
   }
   lua_pop(L, 1);
-  for (const char* name : {"show", "tensor_ext", "nn", "optim", "state", "datasets"}) {
+  // module -> the global it becomes ("" for modules that only add Tensor methods)
+  const std::pair<const char*, const char*> globals[] = {{"show", "show"}, {"tensor_ext", ""}, {"nn", "nn"},
+                                                          {"optim", "optim"}, {"state", "state"},
+                                                          {"datasets", "datasets"}, {"jit", "TinyJit"}};
+  for (auto [mod, global] : globals) {
     lua_getglobal(L, "require");
-    lua_pushstring(L, name);
+    lua_pushstring(L, mod);
     lua_call(L, 1, 1);
-    if (std::strcmp(name, "tensor_ext") != 0) lua_setglobal(L, name); // it only adds Tensor methods
-    else lua_pop(L, 1);
+    if (*global)
+      lua_setglobal(L, global);
+    else
+      lua_pop(L, 1);
   }
 }
 
@@ -442,6 +448,7 @@ int open_all(lua_State* L) {
   open_show(L);
   open_globals(L);
   preload_mgio(L);
+  preload_mgjit(L);
   open_stdlib(L);
   return 0;
 }

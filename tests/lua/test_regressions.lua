@@ -97,4 +97,18 @@ test("nested max/where/minimum render C of linear size (no copied operands)", fu
   same(v:max(1):tolist(), want, 1e-6)
 end)
 
+test("two realizes of equal graphs give two buffers: an in-place assign to one leaves the other", function()
+  local a = Tensor.ones(4):realize()
+  local b = Tensor.ones(4):realize()
+  a:assign(a * 3):realize()
+  H.same(a:tolist(), { 3.0, 3.0, 3.0, 3.0 })
+  H.same(b:tolist(), { 1.0, 1.0, 1.0, 1.0 })
+  -- a value cached before an in-place write is not reused after it
+  local p = Tensor { 1.0, 2.0 }:realize()
+  local q1 = (p * 10):realize()
+  p:assign(p + 1):realize()
+  H.same((p * 10):tolist(), { 20.0, 30.0 })
+  H.same(q1:tolist(), { 10.0, 20.0 })
+end)
+
 H.done()

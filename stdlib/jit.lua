@@ -1,0 +1,64 @@
+-- TinyJit(fn): the first call runs fn normally (compiling its kernels), the second runs it
+-- while recording every kernel it launches, and later calls replay those kernels on the new
+-- inputs' buffers: no Lua, no graph building, no scheduling. As in tinygrad, fn must do the
+-- same work every call: tensor inputs may change their values but not their shapes or
+-- dtypes (that is an error), other arguments must not change, and the tensors it returns are
+-- the same objects each call, rewritten in place.
+local mgjit = require "mgjit"
+
+local function describe(t) return ("(%s) %s"):format(table.concat(t.shape, ", "), t.dtype) end
+
+local function split_args(args)
+  local tensors, others = {}, {}
+  for i = 1, args.n do
+    local v = args[i]
+    if show.typeof(v) == "Tensor" then tensors[#tensors + 1] = v:realize() else others[i] = v end
+  end
+  return tensors, others
+end
+
+local function TinyJit(fn)
+  assert(type(fn) == "function", "TinyJit needs a function")
+  local jit = { calls = 0 }
+  local function call(_, ...)
+    local args = table.pack(...)
+    local tensors, others = split_args(args)
+    jit.calls = jit.calls + 1
+    if jit.calls == 1 then return fn(...) end
+    if jit.calls == 2 then
+      local res
+      jit.capture, res = (function(cap, ...) return cap, table.pack(...) end)(mgjit.capture(function(...)
+        local r = table.pack(fn(...))
+        local outs = {}
+        for i = 1, r.n do if show.typeof(r[i]) == "Tensor" then outs[#outs + 1] = r[i] end end
+        if #outs > 0 then Tensor.realize_all(outs) end -- their kernels belong to the capture
+        return table.unpack(r, 1, r.n)
+      end, ...))
+      jit.inputs, jit.others, jit.results, jit.n = tensors, others, res, args.n
+      jit.shapes = {}
+      for i, t in ipairs(tensors) do jit.shapes[i] = describe(t) end
+      return table.unpack(res, 1, res.n)
+    end
+    if #tensors ~= #jit.inputs or args.n ~= jit.n then
+      error(("TinyJit: called with %d tensor arguments (%d in all); the captured call had %d (%d)")
+        :format(#tensors, args.n, #jit.inputs, jit.n), 2)
+    end
+    for i, t in ipairs(tensors) do
+      if describe(t) ~= jit.shapes[i] then
+        error(("TinyJit: tensor argument %d is %s, but the captured call had %s (make a new TinyJit for new shapes)")
+          :format(i, describe(t), jit.shapes[i]), 2)
+      end
+    end
+    for i = 1, args.n do
+      if jit.others[i] ~= others[i] then
+        error(("TinyJit: argument %d changed from %s to %s; values that change must be tensors")
+          :format(i, tostring(jit.others[i]), tostring(others[i])), 2)
+      end
+    end
+    jit.capture:replay(jit.inputs, tensors)
+    return table.unpack(jit.results, 1, jit.results.n)
+  end
+  return setmetatable(jit, { __call = call, __name = "TinyJit" })
+end
+
+return TinyJit
