@@ -228,10 +228,15 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
       const UOp* u = todo.back();
       todo.pop_back();
       if (is_out.count(u)) outs_reached.insert(u);
-      for (const UOp* p : parents[u])
+      for (const UOp* p : parents[u]) {
+        if (p->op == Ops::CONTIGUOUS) { // realized on its own (an assign, a contiguous): a kernel of its own
+          outs_reached.insert(p);
+          continue;
+        }
         if ((is_elementwise(p->op) || p->op == Ops::RESHAPE || p->op == Ops::DETACH) &&
             visited.insert(p).second)
           todo.push_back(p);
+      }
     }
     if (outs_reached.size() > 1) r.insert(red);
   }
