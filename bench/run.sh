@@ -19,6 +19,11 @@ build/mgbench > "$out/mgn.txt"
 # unset OpenBLAS pinning for the peers only, so they run their best kernels (see TOOLCHAIN notes)
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py 1 > "$out/t1.txt"
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py "$(nproc)" > "$out/tn.txt"
+# T1: the MNIST CNN's training step at batch 512 (scripts/04_mnist.lua's model), same threads
+MG_THREADS=1 build/moongrad bench/mnist_step.lua >> "$out/mg1.txt"
+build/moongrad bench/mnist_step.lua >> "$out/mgn.txt"
+/usr/bin/python3 bench/mnist_step.py 1 >> "$out/t1.txt"
+/usr/bin/python3 bench/mnist_step.py "$(nproc)" >> "$out/tn.txt"
 
 # optional: tinygrad, where the user has a checkout (nothing is downloaded)
 tg_env=(env PYTHONPATH="${TINYGRAD_PATH:-}" CPU=1)
@@ -47,11 +52,12 @@ def load(f):
   return r
 mg1, mgn, t1, tn = load("mg1.txt"), load("mgn.txt"), load("t1.txt"), load("tn.txt")
 names = {"W1": "elementwise ((a+1)*2).relu()-b*0.5, 4M f32", "W6": "100-op chain on 16 elems, per realize",
-         "G1": "10k-op chain build+schedule", "M1": "512x512 f32 matmul", "W7": "start to first print (-e)"}
+         "G1": "10k-op chain build+schedule", "M1": "512x512 f32 matmul", "W7": "start to first print (-e)",
+         "T1": "MNIST CNN train step, batch 512 (TinyJit)"}
 higher = {"GB/s", "GFLOPS"}
 def cell(v, u): return f"{v:>9.3f} {u:<6}"
 print(f"{'workload':42} {'moongrad 1thr':>16} {'torch 1thr':>16} {'ratio':>7} | {'moongrad all':>16} {'torch all':>16} {'ratio':>7}")
-for k in ["W1", "W6", "G1", "M1", "W7"]:
+for k in ["W1", "W6", "G1", "M1", "W7", "T1"]:
   row = f"{names[k]:42}"
   for mg, peer in ((mg1, t1), (mgn, tn)):
     if k not in mg: continue

@@ -94,7 +94,7 @@ end
 bar:done()
 local train_s = show.clock() - t0
 Tensor.training = false
-print(("trained in %.1f s (%.3f s/step); loss %.3f -> %.3f (smoothed)"):format(train_s, train_s / opts.steps,
+print(("trained in %.1f s (%.3f s/step); loss %.4f -> %.4f (smoothed)"):format(train_s, train_s / opts.steps,
   loss_first, loss_avg))
 if k_step then
   print(("one training step = %d kernels (forward, backward and the Adam update; DEBUG=1 prints the same count)")

@@ -8,4 +8,9 @@ return {
   GlobalCounters = GlobalCounters,
   ShapeTracker = ShapeTracker,
   show = show,
+  nn = nn,
+  optim = optim,
+  state = state,
+  datasets = datasets,
+  TinyJit = TinyJit,
 }

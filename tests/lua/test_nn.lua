@@ -209,6 +209,20 @@ test("state dicts: names, shapes, mismatches are clear errors", function()
     "float32 in the model but float16")
 end)
 
+test("dropout: identity in eval, zeroes about p and rescales in training", function()
+  local x = Tensor.ones(20000)
+  Tensor.training = false
+  H.same(x:dropout(0.3):sum():item(), 20000.0)
+  Tensor.training = true
+  local d = x:dropout(0.3):tolist()
+  Tensor.training = false
+  local zeros, kept = 0, 0
+  for _, v in ipairs(d) do
+    if v == 0 then zeros = zeros + 1 else kept = kept + 1; assert(math.abs(v - 1 / 0.7) < 1e-5, "kept values scale by 1/(1-p)") end
+  end
+  assert(math.abs(zeros / 20000 - 0.3) < 0.02, ("dropped %.3f, expected about 0.3"):format(zeros / 20000))
+end)
+
 -- ---------------------------------------------------------------- optimizers
 
 -- One parameter p with a fixed gradient g each step (loss = sum(p * g)).
