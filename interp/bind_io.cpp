@@ -41,6 +41,8 @@ int io_isatty(lua_State* L) {
 
 const Binding kIoFns[] = {{"mgio.read", io_read}, {"mgio.isatty", io_isatty}};
 
+} // namespace
+
 int open_mgio(lua_State* L) {
   lua_newtable(L);
   set_bindings(L, -1, kIoFns);
@@ -51,13 +53,5 @@ int open_mgio(lua_State* L) {
   return 1;
 }
 
-} // namespace
-
-void preload_mgio(lua_State* L) {
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  lua_pushcfunction(L, open_mgio);
-  lua_setfield(L, -2, "mgio");
-  lua_pop(L, 1);
-}
 
 } // namespace mg::lua

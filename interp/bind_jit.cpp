@@ -83,6 +83,8 @@ int jit_gc(lua_State* L) {
 const Binding kJitFns[] = {{"mgjit.capture", jit_capture}};
 const Binding kCaptureMethods[] = {{"JitCapture:replay", jit_replay}, {"JitCapture:kernel_count", jit_count}};
 
+} // namespace
+
 int open_mgjit(lua_State* L) {
   if (luaL_newmetatable(L, kCaptureMeta)) {
     lua_pushcfunction(L, jit_gc);
@@ -97,14 +99,6 @@ int open_mgjit(lua_State* L) {
   lua_newtable(L);
   set_bindings(L, -1, kJitFns);
   return 1;
-}
-} // namespace
-
-void preload_mgjit(lua_State* L) {
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  lua_pushcfunction(L, open_mgjit);
-  lua_setfield(L, -2, "mgjit");
-  lua_pop(L, 1);
 }
 
 } // namespace mg::lua

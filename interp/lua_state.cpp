@@ -447,8 +447,12 @@ int open_all(lua_State* L) {
   open_uop(L);
   open_show(L);
   open_globals(L);
-  preload_mgio(L);
-  preload_mgjit(L);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); // C modules for stdlib/*.lua
+  lua_pushcfunction(L, open_mgio);
+  lua_setfield(L, -2, "mgio");
+  lua_pushcfunction(L, open_mgjit);
+  lua_setfield(L, -2, "mgjit");
+  lua_pop(L, 1);
   open_stdlib(L);
   return 0;
 }

@@ -59,8 +59,8 @@ void set_attr(lua_State* L, int idx, const char* key, int value_idx);
 // Sets requires_grad and keeps the tensor in the weak registry backward() searches.
 void set_requires_grad(lua_State* L, int idx, bool on);
 void open_autograd(lua_State* L);
-void preload_mgio(lua_State* L);  // require "mgio" (bind_io.cpp)
-void preload_mgjit(lua_State* L); // require "mgjit" (bind_jit.cpp) // Tensor:backward, Tensor.gradient, assign, detach (bind_autograd.cpp)
+int open_mgio(lua_State* L);  // require "mgio" (bind_io.cpp)
+int open_mgjit(lua_State* L); // require "mgjit" (bind_jit.cpp) // Tensor:backward, Tensor.gradient, assign, detach (bind_autograd.cpp)
 
 // ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
 void push_uop(lua_State* L, UOpRef u);
