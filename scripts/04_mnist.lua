@@ -7,12 +7,14 @@
 -- reloads it into a fresh model, and checks the reloaded model scores the same.
 local lesson = require "lesson"
 
-local opts = { dataset = "digits", steps = 1000, bs = 128, lr = 3e-3, min_acc = nil, seed = 1 }
+local opts = { dataset = "digits", steps = 1000, bs = 128, lr = 3e-3, min_acc = false, max_loss = false, seed = 1 }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
-    if not k or opts[k:gsub("-", "_")] == nil and k ~= "min-acc" then error("unknown argument " .. arg[i]) end
+    if not k or opts[(k:gsub("-", "_"))] == nil then
+      error("unknown argument " .. arg[i] .. " (--dataset digits|fashion, --steps, --bs, --lr, --min-acc, --max-loss, --seed)")
+    end
     k = k:gsub("-", "_")
     opts[k] = tonumber(arg[i + 1]) or arg[i + 1]
     i = i + 2
@@ -96,6 +98,10 @@ local train_s = show.clock() - t0
 Tensor.training = false
 print(("trained in %.1f s (%.3f s/step); loss %.4f -> %.4f (smoothed)"):format(train_s, train_s / opts.steps,
   loss_first, loss_avg))
+if opts.max_loss then
+  assert(loss_avg <= opts.max_loss, ("the smoothed training loss %.4f is above %.4f"):format(loss_avg, opts.max_loss))
+  print(("(the smoothed loss is below %g, as this run requires)"):format(opts.max_loss))
+end
 if k_step then
   print(("one training step = %d kernels (forward, backward and the Adam update; DEBUG=1 prints the same count)")
     :format(k_step))
