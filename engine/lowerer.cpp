@@ -62,7 +62,7 @@ bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
 
 // Splits dim d into (size/amount, amount); the inner part is expanded into `amount` copies.
 bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
-  if (ks.full[d] % amount != 0 || ks.full[d] == amount) return false;
+  if (ks.full[d] % amount != 0) return false;
   KernelShape n = ks;
   n.full[d] /= amount;
   n.full.insert(n.full.begin() + d + 1, amount);
@@ -91,7 +91,9 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
   // The output tile: up to 16 wide on the innermost broadcast dim (one AVX-512 vector of
   // float32), up to 8 on the next; the reduce loop unrolled by up to 8. Smaller where the
   // sizes do not divide.
-  const int64_t tile[2][3] = {{16, 8, 4}, {8, 4, 2}};
+  // 5 and 3 fit the kernel windows of convolutions (their weight gradients reduce over the
+  // whole batch for a 5x5 or 3x3 output: a tile over the window reuses each gradient load).
+  const std::vector<int64_t> tile[2] = {{16, 8, 5, 4, 3}, {8, 5, 4, 3, 2}};
   int upcasts = 0;
   for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;) {
     if (ks.kind[d] != kGlobal || !broadcast_in_some_view(d)) continue;
