@@ -145,7 +145,10 @@ void replay(const std::vector<ScheduleItem>& items,
   for (auto& it : run)
     for (auto& b : it.bufs)
       for (auto& [from, to] : swap)
-        if (b.get() == from) b = to;
+        if (b.get() == from) {
+          b = to;
+          break; // one swap per buffer: f(B, A) after f(A, B) must not swap back
+        }
   run_schedule(run);
   UOp::mutation_epoch()++;
 }

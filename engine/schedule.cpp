@@ -200,8 +200,12 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
-  if (auto target = assign_target(u.get())) copies.push_back({target, out});
-  if (commit) u->set_cached(bv);
+  if (auto target = assign_target(u.get())) {
+    copies.push_back({target, out});
+    // done: from now on the node is the target buffer (another realize must not redo it)
+    if (commit) u->pin_cached(buffer_view(target, u));
+  } else if (commit)
+    u->set_cached(bv);
   return bv;
 }
 
@@ -251,7 +255,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     UOpRef x = o;
     // A graph whose value an earlier realize made may be a buffer another tensor holds: copy
     // it, so that an in-place write to one tensor never changes the other.
-    if (commit && !is_buffer_view(o.get()) && o->cached()) {
+    if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached()) {
       static int64_t serial = 0;
       x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::cconst(DType::Int64, static_cast<double>(++serial))});
     }
@@ -271,7 +275,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
     }
     if (views) (*views)[i] = bv;
-    if (commit && u == resolve_realized(o) && !assign_target(o.get())) finals.push_back({o, bv});
+    if (commit && !assign_target(u.get()) && !assign_target(o.get())) finals.push_back({o, bv}), finals.push_back({u, bv});
   }
   for (auto& [to, from] : s.copies)
     s.items.push_back(copy_item(to, from));

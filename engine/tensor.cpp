@@ -23,7 +23,9 @@ int64_t prod(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) {
     if (d < 0) user_error("negative dimension in shape " + shape_str(s));
-    n *= d;
+    // 2^48 elements is far beyond any machine's memory; the cap keeps n * itemsize from wrapping
+    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 48))
+      user_error("shape " + shape_str(s) + " has too many elements");
   }
   return n;
 }
@@ -231,7 +233,14 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   int64_t compiled0 = global_counters().kernels_compiled;
   std::vector<UOpRef> views;
   auto items = create_schedule(outs, &views);
-  auto runs = run_schedule(items);
+  std::vector<KernelRun> runs;
+  try {
+    runs = run_schedule(items);
+  } catch (...) {
+    // the schedule cached buffers its kernels never wrote: forget them
+    UOp::mutation_epoch()++;
+    throw;
+  }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i = 0; i < ts.size(); i++)
     ts[i]->uop = views[i];

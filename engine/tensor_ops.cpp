@@ -256,16 +256,18 @@ Tensor& Tensor::assign(const Tensor& v0) {
     user_error("cannot assign a tensor of shape " + shape_str(v0.shape()) + " to one of shape " +
                shape_str(shape()));
   Tensor v = v0.cast(dtype());
-  UOpRef cur = resolve_realized(uop);
-  const UOp* b = cur.get();
-  if (b->op == Ops::RESHAPE) b = b->src[0].get();
-  if (b->op == Ops::BUFFER && static_cast<int64_t>(b->buffer()->size) == numel() && v.uop != cur) {
+  // In place only on this tensor's own buffer: its graph is the buffer, or a pending assign to
+  // it. A graph that merely equals a realized one may share another tensor's buffer.
+  std::shared_ptr<Buffer> target;
+  const UOp* b = uop->op == Ops::RESHAPE ? uop->src[0].get() : uop.get();
+  if (b->op == Ops::BUFFER || (b->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(b->arg)))
+    target = b->buffer();
+  if (target && static_cast<int64_t>(target->size) == numel() && v.uop != uop) {
     // an assign is an action, not a value: a serial number keeps two equal assigns apart
     static int64_t serial = 0;
     uop = UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::cconst(DType::Int64, static_cast<double>(++serial))},
-                    b->buffer());
-  }
-  else
+                    target);
+  } else
     uop = v.uop;
   return *this;
 }

@@ -42,8 +42,14 @@ struct UOp {
   // until a buffer is next written in place (Tensor::assign, a TinyJit replay): after that,
   // values computed earlier may be stale, so every such write starts a new epoch.
   mutable UOpRef realized;
-  mutable uint64_t realized_epoch = 0;
-  UOpRef cached() const { return realized && realized_epoch == mutation_epoch() ? realized : nullptr; }
+  mutable uint64_t realized_epoch = 0; // 0: pinned (an assign, once done, is its buffer for good)
+  UOpRef cached() const {
+    return realized && (realized_epoch == 0 || realized_epoch == mutation_epoch()) ? realized : nullptr;
+  }
+  void pin_cached(UOpRef v) const {
+    realized = std::move(v);
+    realized_epoch = 0;
+  }
   void set_cached(UOpRef v) const {
     realized = std::move(v);
     realized_epoch = mutation_epoch();

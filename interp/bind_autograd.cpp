@@ -39,6 +39,9 @@ void set_attr(lua_State* L, int idx, const char* key, int value_idx) {
 
 void set_requires_grad(lua_State* L, int idx, bool on) {
   idx = lua_absindex(L, idx);
+  // a parameter is its own buffer: two equal unrealized graphs (two Tensor.ones(3)) are one
+  // graph node, and gradients are matched by node
+  if (on) check_tensor(L, idx).realize();
   lua_pushboolean(L, on);
   set_attr(L, idx, "requires_grad", -1);
   lua_pop(L, 1);

@@ -440,6 +440,15 @@ void open_stdlib(lua_State* L) {
   }
 }
 
+constexpr const char* kReplModuleKey = "moongrad.repl";
+
+void load_repl_module(lua_State* L) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "repl");
+  lua_call(L, 1, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, kReplModuleKey);
+}
+
 int open_all(lua_State* L) {
   luaL_openlibs(L);
   open_tensor(L);
@@ -454,6 +463,7 @@ int open_all(lua_State* L) {
   lua_setfield(L, -2, "mgjit");
   lua_pop(L, 1);
   open_stdlib(L);
+  load_repl_module(L);
   return 0;
 }
 
@@ -474,6 +484,13 @@ int message_handler(lua_State* L) {
   return 1;
 }
 } // namespace
+
+void push_repl_module(lua_State* L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, kReplModuleKey) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+  }
+}
 
 // ---------------------------------------------------------------- LuaState
 
@@ -561,10 +578,9 @@ std::optional<bool> LuaState::run_repl(const std::string& code) {
   if (!pcall(0, LUA_MULTRET)) return false;
   int n = lua_gettop(L_) - top;
   if (n > 0) { // print the results (tables as Lua source, tensors as tensors)
-    lua_getglobal(L_, "require");
-    lua_pushstring(L_, "repl");
-    lua_call(L_, 1, 1);
-    lua_getfield(L_, -1, "print_results");
+    push_repl_module(L_);
+    lua_pushstring(L_, "print_results");
+    lua_rawget(L_, -2);
     lua_remove(L_, -2);
     lua_insert(L_, top + 1);
     return pcall(n, 0);

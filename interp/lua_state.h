@@ -82,6 +82,10 @@ struct EmbeddedModule {
 extern const EmbeddedModule kEmbeddedModules[];
 extern const size_t kEmbeddedModuleCount;
 
+// Pushes stdlib/repl.lua's module table, loaded once at start-up (a table even if the user
+// has since replaced `require` or package.loaded).
+void push_repl_module(lua_State* L);
+
 // ---- the state
 class LuaState {
 public:

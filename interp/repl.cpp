@@ -38,12 +38,12 @@ void on_sigint(int) {
 
 // ---------------------------------------------------------------- Lua side
 
-// Pushes repl.<fn> (stdlib/repl.lua).
+// Pushes repl.<fn> (stdlib/repl.lua) from the module LuaState loaded at start-up, without
+// calling anything a user could have replaced (require = nil at the prompt must not abort).
 void push_repl_fn(lua_State* L, const char* fn) {
-  lua_getglobal(L, "require");
-  lua_pushstring(L, "repl");
-  lua_call(L, 1, 1); // the module is embedded: require cannot fail
-  lua_getfield(L, -1, fn);
+  push_repl_module(L);
+  lua_pushstring(L, fn);
+  lua_rawget(L, -2); // a missing function is nil: calling it is an error the pcall reports
   lua_remove(L, -2);
 }
 
@@ -197,7 +197,8 @@ private:
     push_repl_fn(L, "prepare");
     lua_pushstring(L, chunk_.c_str());
     if (!lua_.pcall(1, 1)) return fail();
-    std::string code = lua_tostring(L, -1);
+    const char* prepared = lua_tostring(L, -1);
+    std::string code = prepared ? prepared : chunk_;
     lua_pop(L, 1);
     std::optional<bool> r;
     guarded([&] {

@@ -20,7 +20,8 @@ function datasets.read_idx(path)
   local shape, count = {}, 1
   for i = 1, ndim do
     shape[i] = string.unpack(">I4", data, 5 + 4 * (i - 1))
-    count = count * shape[i]
+    count = count * shape[i] -- at most (2^32)^k: checked against the file size below, no wrap for k <= 3
+    if count > (1 << 48) then bad("the dimensions are too large") end
   end
   local start = 4 + 4 * ndim
   if #data - start ~= count * t[2] then

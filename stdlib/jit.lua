@@ -8,11 +8,18 @@ local mgjit = require "mgjit"
 
 local function describe(t) return ("(%s) %s"):format(table.concat(t.shape, ", "), t.dtype) end
 
+-- Tensor arguments become whole buffers (a slice is copied: replay swaps buffers, and a view
+-- into a bigger buffer would keep the captured offset); the call gets those tensors.
 local function split_args(args)
   local tensors, others = {}, {}
   for i = 1, args.n do
     local v = args[i]
-    if show.typeof(v) == "Tensor" then tensors[#tensors + 1] = v:realize() else others[i] = v end
+    if show.typeof(v) == "Tensor" then
+      args[i] = v:contiguous():realize()
+      tensors[#tensors + 1] = args[i]
+    else
+      others[i] = v
+    end
   end
   return tensors, others
 end
@@ -24,7 +31,7 @@ local function TinyJit(fn)
     local args = table.pack(...)
     local tensors, others = split_args(args)
     jit.calls = jit.calls + 1
-    if jit.calls == 1 then return fn(...) end
+    if jit.calls == 1 then return fn(table.unpack(args, 1, args.n)) end
     if jit.calls == 2 then
       local res
       jit.capture, res = (function(cap, ...) return cap, table.pack(...) end)(mgjit.capture(function(...)
@@ -33,7 +40,7 @@ local function TinyJit(fn)
         for i = 1, r.n do if show.typeof(r[i]) == "Tensor" then outs[#outs + 1] = r[i] end end
         if #outs > 0 then Tensor.realize_all(outs) end -- their kernels belong to the capture
         return table.unpack(r, 1, r.n)
-      end, ...))
+      end, table.unpack(args, 1, args.n)))
       jit.inputs, jit.others, jit.results, jit.n = tensors, others, res, args.n
       jit.shapes = {}
       for i, t in ipairs(tensors) do jit.shapes[i] = describe(t) end

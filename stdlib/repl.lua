@@ -1,6 +1,9 @@
 -- repl: the parts of the prompt that are plain Lua: colon commands, tab completion and how
 -- values are printed. interp/repl.cpp owns the terminal and calls these.
 local M = {}
+-- the prompt keeps working if the user reassigns these globals
+local print, tostring, select, type, pairs, ipairs = print, tostring, select, type, pairs, ipairs
+local show = show
 
 -- ---------------------------------------------------------------- colon commands
 

@@ -254,7 +254,9 @@ function state.safe_load(path)
       if type(e.shape) ~= "table" then bad(("'%s' has no shape"):format(name)) end
       local count = 1
       for _, d in ipairs(e.shape) do
-        if math.type(d) ~= "integer" or d < 0 then bad(("'%s' has a bad shape"):format(name)) end
+        if math.type(d) ~= "integer" or d < 0 or (d > 0 and count > (1 << 48) // d) then
+          bad(("'%s' has a bad shape"):format(name))
+        end
         count = count * d
       end
       local o = e.data_offsets

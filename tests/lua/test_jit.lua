@@ -67,4 +67,18 @@ test("calls that do not fit the capture are errors", function()
   H.errors(function() jf(Tensor { 1.0, 2.0 }) end, "tensor arguments")
 end)
 
+test("slices as inputs are copied, so each call sees its own rows", function()
+  local X = Tensor.arange(0, 12):reshape(6, 2):cast("float32"):realize()
+  local f = TinyJit(function(x) return x:sum(1) end)
+  for i = 0, 4 do H.same(f(X[{ { i, i + 2 } }]):tolist(), { 4.0 * i + 1, 4.0 * i + 5 }) end
+end)
+
+test("inputs passed in swapped order are swapped", function()
+  local f = TinyJit(function(x, y) return x - y end)
+  local a, b = Tensor { 5.0 }, Tensor { 2.0 }
+  f(a, b)
+  f(a, b)
+  H.same(f(b, a):tolist(), { -3.0 })
+end)
+
 H.done()

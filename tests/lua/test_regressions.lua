@@ -111,4 +111,33 @@ test("two realizes of equal graphs give two buffers: an in-place assign to one l
   H.same(q1:tolist(), { 10.0, 20.0 })
 end)
 
+test("an assign realized as a dependency is applied once", function()
+  local w = Tensor { 1.0, 2.0, 3.0 }:realize()
+  w:assign(w + 1)
+  same((w * 2):tolist(), { 4.0, 6.0, 8.0 })
+  same(w:tolist(), { 2.0, 3.0, 4.0 })
+  same(w:tolist(), { 2.0, 3.0, 4.0 })
+end)
+
+test("assign to an unrealized tensor never writes a buffer another tensor holds", function()
+  local a = Tensor.ones(4):realize()
+  local c = Tensor.ones(4)
+  c:assign(c * 3):realize()
+  same(a:tolist(), { 1.0, 1.0, 1.0, 1.0 })
+  same(c:tolist(), { 3.0, 3.0, 3.0, 3.0 })
+end)
+
+test("parameters with equal graphs get their own gradients", function()
+  local a = Tensor.ones(3):requires_grad_()
+  local b = Tensor.ones(3):requires_grad_();
+  (a * 2 + b * 3):sum():backward()
+  same(a.grad:tolist(), { 2.0, 2.0, 2.0 })
+  same(b.grad:tolist(), { 3.0, 3.0, 3.0 })
+end)
+
+test("huge shapes are errors, not wrapped sizes", function()
+  H.errors(function() Tensor.frombytes("", { 1 << 62 }, "float32") end, "too many elements")
+  H.errors(function() Tensor.zeros(1 << 31, 1 << 31) end, "too many elements")
+end)
+
 H.done()

@@ -233,4 +233,11 @@ test('require "moongrad" gives the globals as a table', function()
   H.same((mg.Tensor{1, 2} * 2):tolist(), { 2, 4 })
 end)
 
+test("replacing require, print or show at the prompt does not break it", function()
+  local out, err, code = session({ "require = nil", "print = nil", "{1, 2}", "show = nil", ":src Tensor{1}", "1 + 1" })
+  assert(code == 1, "the :src line should fail")
+  check(out, "{1, 2}", "2\n")
+  check(err, "global 'show'")
+end)
+
 H.done()

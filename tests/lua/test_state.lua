@@ -82,6 +82,8 @@ test("damaged safetensors files are rejected with a message", function()
       st('{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}', "abcd"), "4 bytes for 2 elements" },
     { "negative offsets",
       st('{"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}', "abcd"), "data_offsets outside" },
+    { "a shape whose byte count wraps around",
+      st('{"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}}'), "bad shape" },
     { "unterminated string", st('{"abc:'), "unterminated string" },
   }
   for _, c in ipairs(cases) do
