@@ -48,7 +48,11 @@ void* Buffer::ptr() {
   }
   return ptr_;
 }
-void Buffer::copyin(const void* src) { get_device(device).copyin(ptr(), src, nbytes()); }
+void Buffer::copyin(const void* src) {
+  from_host_ = true;
+  get_device(device).copyin(ptr(), src, nbytes());
+}
+int Buffer::next_id() { return next_buffer_id; }
 void Buffer::copyout(void* dst) { get_device(device).copyout(dst, ptr(), nbytes()); }
 
 size_t buffer_size(const Buffer& b) { return b.size; }

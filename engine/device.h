@@ -30,8 +30,11 @@ struct Buffer {
   void copyin(const void* src);
   void copyout(void* dst);
   int id() const { return id_; }
+  bool filled_from_host() const { return from_host_; } // by copyin: Lua data, rand, a file
+  static int next_id();                                // the id the next buffer will get
 
 private:
+  bool from_host_ = false;
   void* ptr_ = nullptr;
   int id_;
 };

@@ -2,6 +2,7 @@
 // call runs; replay() runs them again on the next call's input buffers, skipping the Lua
 // code, the graph building and the scheduling.
 #include <new>
+#include <unordered_set>
 #include <string>
 
 #include "engine/device.h"
@@ -15,6 +16,7 @@ constexpr const char* kCaptureMeta = "JitCapture";
 
 struct Captured {
   std::vector<ScheduleItem> items;
+  int host_made = 0; // buffers filled from the host during the call that the kernels read
 };
 
 // The buffer a realized tensor reads (its whole buffer, as TinyJit inputs must be).
@@ -33,11 +35,19 @@ int jit_capture(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 1;
   Captured cap;
+  int first_new = Buffer::next_id();
   {
     ItemCapture ic;
     lua_call(L, nargs, LUA_MULTRET);
     cap.items = std::move(ic.items);
   }
+  // Data made on the host inside the call (Tensor{...}, rand, dropout's mask) is baked into
+  // the capture: every replay reads the same values.
+  std::unordered_set<const Buffer*> host;
+  for (auto& it : cap.items)
+    for (size_t i = 1; i < it.bufs.size(); i++)
+      if (it.bufs[i]->id() >= first_new && it.bufs[i]->filled_from_host()) host.insert(it.bufs[i].get());
+  cap.host_made = static_cast<int>(host.size());
   int nres = lua_gettop(L);
   new (lua_newuserdatauv(L, sizeof(Captured), 0)) Captured(std::move(cap));
   luaL_setmetatable(L, kCaptureMeta);
@@ -70,6 +80,11 @@ int jit_replay(lua_State* L) {
   return 0;
 }
 
+int jit_host_made(lua_State* L) {
+  lua_pushinteger(L, static_cast<Captured*>(luaL_checkudata(L, 1, kCaptureMeta))->host_made);
+  return 1;
+}
+
 int jit_count(lua_State* L) {
   lua_pushinteger(L, static_cast<lua_Integer>(static_cast<Captured*>(luaL_checkudata(L, 1, kCaptureMeta))->items.size()));
   return 1;
@@ -81,7 +96,8 @@ int jit_gc(lua_State* L) {
 }
 
 const Binding kJitFns[] = {{"mgjit.capture", jit_capture}};
-const Binding kCaptureMethods[] = {{"JitCapture:replay", jit_replay}, {"JitCapture:kernel_count", jit_count}};
+const Binding kCaptureMethods[] = {{"JitCapture:replay", jit_replay}, {"JitCapture:kernel_count", jit_count},
+                                    {"JitCapture:host_made", jit_host_made}};
 
 } // namespace
 

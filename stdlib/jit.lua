@@ -42,6 +42,11 @@ local function TinyJit(fn)
         return table.unpack(r, 1, r.n)
       end, table.unpack(args, 1, args.n)))
       jit.inputs, jit.others, jit.results, jit.n = tensors, others, res, args.n
+      local host = jit.capture:host_made()
+      if host > 0 then
+        io.stderr:write(("TinyJit warning: the captured call read %d tensor(s) it made from Lua data or random numbers "
+          .. "(Tensor{...}, rand, dropout); every replay reuses their first values\n"):format(host))
+      end
       jit.shapes = {}
       for i, t in ipairs(tensors) do jit.shapes[i] = describe(t) end
       return table.unpack(res, 1, res.n)
