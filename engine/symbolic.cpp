@@ -68,6 +68,48 @@ UOpRef sum_terms(const std::vector<UOpRef>& ts, const UOpRef& like) {
   return r;
 }
 
+// For x >= 0 and g dividing c: x//c = (x//g)//(c/g). When every term's coefficient but a
+// few is a multiple of g, and those few sum to S in [0, g), x//g is exact: the big terms over g.
+// So (a*216 + b*36 + s) // 6912 with 0 <= b*36 + s < 216 is a // 32 (the index math of a view
+// that reshapes a merged dim back). x%c = ((x//g) % (c/g))*g + S likewise.
+UOpRef fold_by_gcd(const UOpRef& xu, int64_t c, bool want_div) {
+  auto terms = split_add(xu);
+  auto coef = [](const UOpRef& t) -> int64_t {
+    if (t->op == Ops::CONST) return static_cast<int64_t>(t->const_value());
+    if (t->op == Ops::MUL && t->src[1]->op == Ops::CONST) return static_cast<int64_t>(t->src[1]->const_value());
+    return 1;
+  };
+  std::vector<int64_t> cands;
+  for (auto& t : terms)
+    if (int64_t g = std::gcd(coef(t), c); g > 1 && g < c) cands.push_back(g);
+  std::sort(cands.rbegin(), cands.rend());
+  for (int64_t g : cands) {
+    std::vector<UOpRef> big, small;
+    bool ok = true;
+    for (auto& t : terms) {
+      int64_t k = coef(t);
+      if (k % g != 0) {
+        small.push_back(t);
+        continue;
+      }
+      if (t->vmin() < 0) ok = false;
+      if (t->op == Ops::CONST)
+        big.push_back(cst(t, static_cast<double>(k / g)));
+      else if (k == g)
+        big.push_back(t->op == Ops::MUL ? t->src[0] : t); // coefficient g == 1 is excluded above
+      else
+        big.push_back(t->src[0] * static_cast<double>(k / g));
+    }
+    if (!ok || big.empty()) continue;
+    UOpRef sm = sum_terms(small, xu);
+    if (sm->vmin() < 0 || sm->vmax() >= static_cast<double>(g)) continue;
+    UOpRef b = sum_terms(big, xu);
+    if (want_div) return idiv(b, static_cast<double>(c / g));
+    return mod(b, static_cast<double>(c / g)) * static_cast<double>(g) + sm;
+  }
+  return nullptr;
+}
+
 // (sum of coef_i * t_i + k) // c and % c for x >= 0: split each coefficient (and k) into a
 // multiple of c and a remainder in [0, c). With x = Q*c + R, floor(x/c) = Q + floor(R/c), and
 // if R's range stays within one multiple of c the quotient and remainder are exact.
@@ -99,6 +141,8 @@ UOpRef fold_divmod(const UOpRef& xu, int64_t c, bool want_div) {
   }
   UOpRef r = sum_terms(rest, xu);
   double qlo = std::floor(r->vmin() / c), qhi = std::floor(r->vmax() / c);
+  if (qlo != qhi && !moved)
+    if (UOpRef g = fold_by_gcd(xu, c, want_div)) return g;
   if (qlo != qhi) {
     // x//c = Q + R//c and x%c = R%c, with C's truncation agreeing with floor only for R >= 0
     if (!moved || r->vmin() < 0) return nullptr;
