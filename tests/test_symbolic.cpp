@@ -102,6 +102,21 @@ TEST_CASE("symbolic folds div and mod of affine index expressions", "[symbolic]"
   CHECK(simp(idiv(flat, 15)) == i);
 }
 
+TEST_CASE("symbolic folds div and mod through a common factor of the divisor", "[symbolic]") {
+  // (a*216 + b*36 + s) // 6912 == a // 32 when 0 <= b*36 + s < 216 (6912 = 216 * 32)
+  auto a = range(100, 0), b = range(6, 1), s = range(36, 2);
+  auto x = a * 216.0 + b * 36.0 + s;
+  auto d = simp(idiv(x, 6912));
+  require_same_values(idiv(x, 6912), d, {a, b, s});
+  CHECK(d == simp(idiv(a, 32)));
+  auto m = simp(mod(x, 6912));
+  require_same_values(mod(x, 6912), m, {a, b, s});
+  // not when the small terms can reach the factor: b*36 + s2 with s2 < 40 may pass 216
+  auto s2 = range(40, 3);
+  auto y = a * 216.0 + b * 36.0 + s2;
+  require_same_values(idiv(y, 6912), simp(idiv(y, 6912)), {a, b, s2});
+}
+
 TEST_CASE("symbolic decides comparisons from value ranges", "[symbolic]") {
   auto i = range(10, 0);
   CHECK(simp(lt(i, 100)) == cb(true));
