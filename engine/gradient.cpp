@@ -32,23 +32,38 @@ std::vector<std::pair<int64_t, int64_t>> pairs(const std::vector<int64_t>& flat)
 // same shape (broadcasting is an EXPAND in the graph), so only EXPAND has to sum.
 const std::unordered_map<Ops, Rule>& rules() {
   static const std::unordered_map<Ops, Rule> r = {
-      {Ops::ADD, [](const Tensor& g, const UOpRef&) { return Grads{g, g}; }},
-      {Ops::SUB, [](const Tensor& g, const UOpRef&) { return Grads{g, g.neg()}; }},
+      {Ops::ADD,
+       [](const Tensor& g, const UOpRef&) {
+         return Grads{g, g};
+       }},
+      {Ops::SUB,
+       [](const Tensor& g, const UOpRef&) {
+         return Grads{g, g.neg()};
+       }},
       {Ops::NEG, [](const Tensor& g, const UOpRef&) { return Grads{g.neg()}; }},
-      {Ops::MUL, [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(src(u, 1)), g.mul(src(u, 0))}; }},
+      {Ops::MUL,
+       [](const Tensor& g, const UOpRef& u) {
+         return Grads{g.mul(src(u, 1)), g.mul(src(u, 0))};
+       }},
       // d(1/x) = -1/x^2 = -ret*ret
       {Ops::RECIP,
        [](const Tensor& g, const UOpRef& u) {
          Tensor r(u);
          return Grads{g.neg().mul(r).mul(r)};
        }},
-      {Ops::SQRT, [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(Tensor(u).mul(like(g, 2)).reciprocal())}; }},
-      {Ops::EXP2, [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(Tensor(u)).mul(like(g, std::numbers::ln2))}; }},
+      {Ops::SQRT,
+       [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(Tensor(u).mul(like(g, 2)).reciprocal())}; }},
+      {Ops::EXP2, [](const Tensor& g,
+                     const UOpRef& u) { return Grads{g.mul(Tensor(u)).mul(like(g, std::numbers::ln2))}; }},
       {Ops::LOG2,
-       [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(src(u, 0).mul(like(g, std::numbers::ln2)).reciprocal())}; }},
+       [](const Tensor& g, const UOpRef& u) {
+         return Grads{g.mul(src(u, 0).mul(like(g, std::numbers::ln2)).reciprocal())};
+       }},
       // d sin(x) = cos(x) = sin(pi/2 - x)
       {Ops::SIN,
-       [](const Tensor& g, const UOpRef& u) { return Grads{g.mul(like(g, std::numbers::pi / 2).sub(src(u, 0)).sin())}; }},
+       [](const Tensor& g, const UOpRef& u) {
+         return Grads{g.mul(like(g, std::numbers::pi / 2).sub(src(u, 0)).sin())};
+       }},
       // d a^b: b*a^(b-1) for a, a^b*log(a) for b (0 where a^b is 0, as PyTorch does)
       {Ops::POW,
        [](const Tensor& g, const UOpRef& u) {
@@ -61,7 +76,8 @@ const std::unordered_map<Ops, Rule>& rules() {
       {Ops::MAX,
        [](const Tensor& g, const UOpRef& u) {
          Tensor a = src(u, 0), b = src(u, 1), half = g.mul(like(g, 0.5)), zero = like(g, 0);
-         return Grads{a.gt(b).where(g, a.eq(b).where(half, zero)), b.gt(a).where(g, a.eq(b).where(half, zero))};
+         return Grads{a.gt(b).where(g, a.eq(b).where(half, zero)),
+                      b.gt(a).where(g, a.eq(b).where(half, zero))};
        }},
       {Ops::WHERE,
        [](const Tensor& g, const UOpRef& u) {
@@ -78,7 +94,8 @@ const std::unordered_map<Ops, Rule>& rules() {
          if (ra.op == Ops::ADD) return Grads{g.expand(x.shape())};
          if (ra.op == Ops::MAX) { // split between the elements that reached the max
            Tensor hit = x.eq(Tensor(u).expand(x.shape())).cast(g.dtype());
-           Tensor count = Tensor(UOp::make(Ops::REDUCE_AXIS, g.dtype(), {hit.uop}, ReduceArg{Ops::ADD, ra.axes}));
+           Tensor count =
+               Tensor(UOp::make(Ops::REDUCE_AXIS, g.dtype(), {hit.uop}, ReduceArg{Ops::ADD, ra.axes}));
            return Grads{hit.mul(g.mul(count.reciprocal()).expand(x.shape()))};
          }
          internal_error(std::string("no gradient rule for a ") + name(ra.op) + " reduction");
@@ -132,8 +149,17 @@ const std::unordered_map<Ops, Rule>& rules() {
 // Ops a gradient does not flow through: comparisons, integer math, bit ops, DETACH.
 bool blocks_gradient(Ops op) {
   switch (op) {
-  case Ops::CMPLT: case Ops::CMPNE: case Ops::IDIV: case Ops::MOD: case Ops::AND: case Ops::OR:
-  case Ops::XOR: case Ops::SHL: case Ops::SHR: case Ops::DETACH: case Ops::BITCAST:
+  case Ops::CMPLT:
+  case Ops::CMPNE:
+  case Ops::IDIV:
+  case Ops::MOD:
+  case Ops::AND:
+  case Ops::OR:
+  case Ops::XOR:
+  case Ops::SHL:
+  case Ops::SHR:
+  case Ops::DETACH:
+  case Ops::BITCAST:
     return true;
   default:
     return false;

@@ -132,13 +132,6 @@ static std::vector<KernelLog*>& kernel_logs() {
 KernelLog::KernelLog() { kernel_logs().push_back(this); }
 KernelLog::~KernelLog() { std::erase(kernel_logs(), this); }
 
-static std::vector<ItemCapture*>& captures() {
-  static std::vector<ItemCapture*> c;
-  return c;
-}
-ItemCapture::ItemCapture() { captures().push_back(this); }
-ItemCapture::~ItemCapture() { std::erase(captures(), this); }
-
 void replay(const std::vector<ScheduleItem>& items,
             const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap) {
   std::vector<ScheduleItem> run = items;
@@ -157,8 +150,6 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   std::vector<KernelRun> runs;
   auto& gc = global_counters();
   for (auto& item : items) {
-    for (ItemCapture* cap : captures())
-      cap->items.push_back(item);
     Compiled& c = compiled_for(item);
     std::vector<void*> ptrs;
     for (auto& b : item.bufs)
@@ -168,8 +159,10 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     runs.push_back({&c.info, s});
-    for (KernelLog* log : kernel_logs())
+    for (KernelLog* log : kernel_logs()) {
       log->runs.emplace_back(c.info, s);
+      log->items.push_back(item);
+    }
     gc.kernel_count++;
     gc.time_sum_s += s;
     gc.global_ops += c.info.flops;

@@ -28,8 +28,9 @@ struct KernelRun {
 // Runs the items in order; returns one entry per kernel.
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items);
 
-// While one is alive, every kernel run is appended to it (the REPL's :kernels). Nested logs
-// each see the runs of their own lifetime.
+// While one is alive, every kernel run is appended to it: what ran and how long it took (the
+// REPL's :kernels), and the item itself (TinyJit's capture). Nested logs each see the runs of
+// their own lifetime.
 class KernelLog {
 public:
   KernelLog();
@@ -37,17 +38,8 @@ public:
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
   std::vector<std::pair<KernelInfo, double>> runs; // info, seconds
-};
-// While one is alive, every item run_schedule runs is appended to it (TinyJit's capture).
-class ItemCapture {
-public:
-  ItemCapture();
-  ~ItemCapture();
-  ItemCapture(const ItemCapture&) = delete;
-  ItemCapture& operator=(const ItemCapture&) = delete;
   std::vector<ScheduleItem> items;
 };
-
 // Runs captured items again, each buffer in `swap` replaced by its partner (TinyJit's replay:
 // the captured call's inputs become the new call's). Kernels may write buffers in place, so
 // values cached in graph nodes expire (a new mutation epoch).

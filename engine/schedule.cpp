@@ -61,9 +61,10 @@ std::shared_ptr<Buffer> assign_target(const UOp* u) {
 // A kernel that copies `from` into `to` (same dtype and size).
 ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from) {
   UOpRef view = view_uop(ShapeTracker::contiguous({static_cast<int64_t>(to->size)}));
-  UOpRef load = UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
-  UOpRef store =
-      UOp::make(Ops::STORE, DType::Void, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
+  UOpRef load =
+      UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
+  UOpRef store = UOp::make(Ops::STORE, DType::Void,
+                           {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
   return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}};
 }
 
@@ -247,7 +248,8 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
   return r;
 }
 
-std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit, std::vector<UOpRef>* views) {
+std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit,
+                                   std::vector<UOpRef>* views) {
   Scheduler s(commit);
   std::vector<std::pair<UOpRef, UOpRef>> finals; // node -> the view it holds after this schedule
   std::vector<UOpRef> resolved;
@@ -255,10 +257,8 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     UOpRef x = o;
     // A graph whose value an earlier realize made may be a buffer another tensor holds: copy
     // it, so that an in-place write to one tensor never changes the other.
-    if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached()) {
-      static int64_t serial = 0;
-      x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::cconst(DType::Int64, static_cast<double>(++serial))});
-    }
+    if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached())
+      x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::unique_tag()});
     resolved.push_back(resolve_realized(x));
   }
   s.own_kernel = reduces_feeding_several_outputs(resolved);
@@ -266,7 +266,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
   for (size_t i = 0; i < outs0.size(); i++) {
     const UOpRef& o = outs0[i];
     const UOpRef& u = resolved[i];
-    UOpRef bv = u; // movement ops alone make no kernel
+    UOpRef bv = u;                                     // movement ops alone make no kernel
     if (u->numel() == 0 && !is_buffer_view(u.get())) { // an empty tensor needs no work
       auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
       bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
@@ -275,7 +275,10 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
     }
     if (views) (*views)[i] = bv;
-    if (commit && !assign_target(u.get()) && !assign_target(o.get())) finals.push_back({o, bv}), finals.push_back({u, bv});
+    if (commit && !assign_target(u.get()) && !assign_target(o.get())) {
+      finals.push_back({o, bv});
+      finals.push_back({u, bv});
+    }
   }
   for (auto& [to, from] : s.copies)
     s.items.push_back(copy_item(to, from));
@@ -294,7 +297,9 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
 std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views) {
   return schedule(outs, true, views);
 }
-std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) { return schedule(outs, false, nullptr); }
+std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) {
+  return schedule(outs, false, nullptr);
+}
 
 std::string ScheduleItem::to_string() const {
   std::ostringstream os;

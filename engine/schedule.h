@@ -22,7 +22,8 @@ struct ScheduleItem {
 // Schedules the graphs of `outs`; `views` (if given) receives the buffer view each out holds
 // afterwards. Realized nodes are cached, so later graphs that share them read the buffer
 // instead of recomputing (until the next in-place write).
-std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views = nullptr);
+std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs,
+                                          std::vector<UOpRef>* views = nullptr);
 
 // Same, but records nothing: for printing what a realize would do.
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs);

@@ -76,7 +76,8 @@ UOpRef fold_by_gcd(const UOpRef& xu, int64_t c, bool want_div) {
   auto terms = split_add(xu);
   auto coef = [](const UOpRef& t) -> int64_t {
     if (t->op == Ops::CONST) return static_cast<int64_t>(t->const_value());
-    if (t->op == Ops::MUL && t->src[1]->op == Ops::CONST) return static_cast<int64_t>(t->src[1]->const_value());
+    if (t->op == Ops::MUL && t->src[1]->op == Ops::CONST)
+      return static_cast<int64_t>(t->src[1]->const_value());
     return 1;
   };
   std::vector<int64_t> cands;

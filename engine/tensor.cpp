@@ -308,7 +308,8 @@ Tensor Tensor::from_bytes(const void* data, size_t nbytes, const Shape& shape, D
   if (static_cast<size_t>(n) * itemsize(dtype) != nbytes)
     user_error(std::to_string(nbytes) + " bytes do not make a " + name(dtype) + " tensor of shape " +
                shape_str(shape) + " (" + std::to_string(n * itemsize(dtype)) + " bytes)");
-  auto b = std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
+  auto b =
+      std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, static_cast<size_t>(n));
   if (n > 0) b->copyin(data);
   return buffer_tensor(std::move(b), shape);
 }
@@ -369,8 +370,7 @@ std::string Tensor::to_string() {
   os << "Tensor(";
   if (ndim() == 0)
     os << fmt_value(v[0], dtype());
-  else
-  {
+  else {
     int width = 0;
     for (double x : v)
       width = std::max(width, static_cast<int>(fmt_value(x, dtype()).size()));

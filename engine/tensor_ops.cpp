@@ -4,9 +4,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "engine/device.h"
 #include "engine/errors.h"
 #include "engine/tensor.h"
-#include "engine/device.h"
 
 namespace mg {
 
@@ -260,13 +260,12 @@ Tensor& Tensor::assign(const Tensor& v0) {
   // it. A graph that merely equals a realized one may share another tensor's buffer.
   std::shared_ptr<Buffer> target;
   const UOp* b = uop->op == Ops::RESHAPE ? uop->src[0].get() : uop.get();
-  if (b->op == Ops::BUFFER || (b->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(b->arg)))
+  if (b->op == Ops::BUFFER ||
+      (b->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(b->arg)))
     target = b->buffer();
   if (target && static_cast<int64_t>(target->size) == numel() && v.uop != uop) {
-    // an assign is an action, not a value: a serial number keeps two equal assigns apart
-    static int64_t serial = 0;
-    uop = UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::cconst(DType::Int64, static_cast<double>(++serial))},
-                    target);
+    uop =
+        UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::unique_tag()}, target); // two equal assigns stay two
   } else
     uop = v.uop;
   return *this;

@@ -87,11 +87,15 @@ Shape infer_shape(Ops op, const std::vector<UOpRef>& src, const Arg& arg, bool& 
 }
 } // namespace
 
+UOpRef UOp::unique_tag() {
+  static int64_t serial = 0;
+  return cconst(DType::Int64, static_cast<double>(++serial));
+}
+
 uint64_t& UOp::mutation_epoch() {
   static uint64_t e = 1;
   return e;
 }
-
 
 size_t hash_arg(const Arg& a) {
   return std::visit(

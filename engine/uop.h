@@ -55,6 +55,9 @@ struct UOp {
     realized_epoch = mutation_epoch();
   }
   static uint64_t& mutation_epoch();
+  // A CONST never made before: as an extra source it keeps a node apart from equal-looking
+  // ones (an assign is an action, not a value; a fresh copy must not be an old node).
+  static UOpRef unique_tag();
 
   static UOpRef make(Ops op, DType dtype, std::vector<UOpRef> src = {}, Arg arg = {});
   static UOpRef cconst(DType dtype, double v);          // CONST, value stored as the dtype wants

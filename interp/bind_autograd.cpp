@@ -158,7 +158,8 @@ int t_gradient(lua_State* L) {
   auto grads = gradient(out.uop, seed, targets);
   lua_createtable(L, static_cast<int>(n), 0);
   for (size_t i = 0; i < grads.size(); i++) {
-    push_tensor(L, grads[i] ? Tensor(*grads[i]).cast(ts[i].dtype()) : Tensor::zeros(ts[i].shape(), ts[i].dtype()));
+    push_tensor(L, grads[i] ? Tensor(*grads[i]).cast(ts[i].dtype())
+                            : Tensor::zeros(ts[i].shape(), ts[i].dtype()));
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   return 1;
@@ -178,8 +179,11 @@ int t_detach(lua_State* L) {
 }
 
 const Binding kAutogradFns[] = {
-    {"Tensor:backward", t_backward}, {"Tensor.gradient", t_gradient}, {"Tensor:assign", t_assign},
-    {"Tensor:detach", t_detach},     {"Tensor:requires_grad_", t_requires_grad_},
+    {"Tensor:backward", t_backward},
+    {"Tensor.gradient", t_gradient},
+    {"Tensor:assign", t_assign},
+    {"Tensor:detach", t_detach},
+    {"Tensor:requires_grad_", t_requires_grad_},
 };
 } // namespace
 

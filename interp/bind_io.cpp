@@ -24,7 +24,8 @@ int io_read(lua_State* L) {
     if (n < 0) {
       int code = 0;
       const char* msg = gzerror(f.get(), &code);
-      throw std::runtime_error(std::string(path) + ": " + (msg ? msg : "read error") + " (damaged gzip file?)");
+      throw std::runtime_error(std::string(path) + ": " + (msg ? msg : "read error") +
+                               " (damaged gzip file?)");
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -52,6 +53,5 @@ int open_mgio(lua_State* L) {
   lua_setfield(L, -2, "data_dir");
   return 1;
 }
-
 
 } // namespace mg::lua

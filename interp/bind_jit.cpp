@@ -2,8 +2,8 @@
 // call runs; replay() runs them again on the next call's input buffers, skipping the Lua
 // code, the graph building and the scheduling.
 #include <new>
-#include <unordered_set>
 #include <string>
+#include <unordered_set>
 
 #include "engine/device.h"
 #include "engine/realize.h"
@@ -37,9 +37,9 @@ int jit_capture(lua_State* L) {
   Captured cap;
   int first_new = Buffer::next_id();
   {
-    ItemCapture ic;
+    KernelLog log;
     lua_call(L, nargs, LUA_MULTRET);
-    cap.items = std::move(ic.items);
+    cap.items = std::move(log.items);
   }
   // Data made on the host inside the call (Tensor{...}, rand, dropout's mask) is baked into
   // the capture: every replay reads the same values.
@@ -86,7 +86,8 @@ int jit_host_made(lua_State* L) {
 }
 
 int jit_count(lua_State* L) {
-  lua_pushinteger(L, static_cast<lua_Integer>(static_cast<Captured*>(luaL_checkudata(L, 1, kCaptureMeta))->items.size()));
+  lua_pushinteger(
+      L, static_cast<lua_Integer>(static_cast<Captured*>(luaL_checkudata(L, 1, kCaptureMeta))->items.size()));
   return 1;
 }
 
@@ -96,8 +97,9 @@ int jit_gc(lua_State* L) {
 }
 
 const Binding kJitFns[] = {{"mgjit.capture", jit_capture}};
-const Binding kCaptureMethods[] = {{"JitCapture:replay", jit_replay}, {"JitCapture:kernel_count", jit_count},
-                                    {"JitCapture:host_made", jit_host_made}};
+const Binding kCaptureMethods[] = {{"JitCapture:replay", jit_replay},
+                                   {"JitCapture:kernel_count", jit_count},
+                                   {"JitCapture:host_made", jit_host_made}};
 
 } // namespace
 

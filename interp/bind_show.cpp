@@ -16,13 +16,16 @@ struct Members {
   const char* meta;
   std::span<const char* const> fields;
 };
-constexpr const char* kTensorFields[] = {"shape", "dtype", "device", "ndim", "T", "uop", "st", "grad", "requires_grad"};
+constexpr const char* kTensorFields[] = {"shape", "dtype", "device", "ndim",         "T",
+                                         "uop",   "st",    "grad",   "requires_grad"};
 constexpr const char* kUOpFields[] = {"op", "dtype", "arg", "shape", "src", "toposort"};
-constexpr const char* kSTFields[] = {"shape",  "size",   "contiguous", "views",    "reshape",  "permute",
-                                     "expand", "pad",    "shrink",     "flip",     "simplify", "offset_of"};
+constexpr const char* kSTFields[] = {"shape",  "size", "contiguous", "views", "reshape",  "permute",
+                                     "expand", "pad",  "shrink",     "flip",  "simplify", "offset_of"};
 constexpr const char* kItemFields[] = {"ast", "uop", "bufs", "src", "name", "stages"};
-const Members kMembers[] = {
-    {kTensorMeta, kTensorFields}, {"UOp", kUOpFields}, {"ShapeTracker", kSTFields}, {"ScheduleItem", kItemFields}};
+const Members kMembers[] = {{kTensorMeta, kTensorFields},
+                            {"UOp", kUOpFields},
+                            {"ShapeTracker", kSTFields},
+                            {"ScheduleItem", kItemFields}};
 
 const Members* members_of(lua_State* L, int idx) {
   if (lua_type(L, idx) != LUA_TUSERDATA) return nullptr;

@@ -575,9 +575,12 @@ int t_frombytes(lua_State* L) {
   DType dt = check_dtype(L, 3);
   lua_Integer off = luaL_optinteger(L, 4, 0);
   lua_Integer n = luaL_optinteger(L, 5, -1);
-  if (off < 0 || static_cast<size_t>(off) > len) luaL_error(L, "Tensor.frombytes: offset %d is outside the %d bytes", (int)off, (int)len);
+  if (off < 0 || static_cast<size_t>(off) > len)
+    luaL_error(L, "Tensor.frombytes: offset %d is outside the %d bytes", (int)off, (int)len);
   size_t count = n < 0 ? len - off : static_cast<size_t>(n);
-  if (off + count > len) luaL_error(L, "Tensor.frombytes: %d bytes from offset %d run past the %d bytes given", (int)count, (int)off, (int)len);
+  if (off + count > len)
+    luaL_error(L, "Tensor.frombytes: %d bytes from offset %d run past the %d bytes given", (int)count,
+               (int)off, (int)len);
   push_tensor(L, Tensor::from_bytes(p + off, count, shape, dt));
   return 1;
 }
@@ -648,14 +651,15 @@ int t_newindex(lua_State* L) {
     if (!lua_isnil(L, 3)) {
       Tensor& g = check_tensor(L, 3);
       if (g.shape() != x.shape())
-        return luaL_error(L, "Tensor: grad of shape %s for a tensor of shape %s", shape_str(g.shape()).c_str(),
-                          shape_str(x.shape()).c_str());
+        return luaL_error(L, "Tensor: grad of shape %s for a tensor of shape %s",
+                          shape_str(g.shape()).c_str(), shape_str(x.shape()).c_str());
     }
     set_attr(L, 1, "grad", 3);
     return 0;
   }
-  return luaL_error(L, "Tensor: tensors are immutable: x[...] = v and x.%s = v are not supported "
-                       "(only x.grad and x.requires_grad can be set; x:assign(y) replaces the value)",
+  return luaL_error(L,
+                    "Tensor: tensors are immutable: x[...] = v and x.%s = v are not supported "
+                    "(only x.grad and x.requires_grad can be set; x:assign(y) replaces the value)",
                     k);
 }
 

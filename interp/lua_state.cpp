@@ -245,11 +245,10 @@ const CounterField* find_counter(lua_State* L, int idx) {
   const char* k = luaL_checkstring(L, idx);
   for (const auto& f : kCounters)
     if (std::strcmp(f.name, k) == 0) return &f;
-  luaL_error(
-      L,
-      "GlobalCounters has no field '%s' (kernel_count, mem_used, global_ops, global_mem, time_sum_s, "
-      "kernels_compiled)",
-      k);
+  luaL_error(L,
+             "GlobalCounters has no field '%s' (kernel_count, mem_used, global_ops, global_mem, time_sum_s, "
+             "kernels_compiled)",
+             k);
   return nullptr;
 }
 int counters_index(lua_State* L) {
@@ -426,9 +425,9 @@ void open_stdlib(lua_State* L) {
   }
   lua_pop(L, 1);
   // module -> the global it becomes ("" for modules that only add Tensor methods)
-  const std::pair<const char*, const char*> globals[] = {{"show", "show"}, {"tensor_ext", ""}, {"nn", "nn"},
-                                                          {"optim", "optim"}, {"state", "state"},
-                                                          {"datasets", "datasets"}, {"jit", "TinyJit"}};
+  const std::pair<const char*, const char*> globals[] = {
+      {"show", "show"},   {"tensor_ext", ""},       {"nn", "nn"},      {"optim", "optim"},
+      {"state", "state"}, {"datasets", "datasets"}, {"jit", "TinyJit"}};
   for (auto [mod, global] : globals) {
     lua_getglobal(L, "require");
     lua_pushstring(L, mod);

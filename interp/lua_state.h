@@ -60,7 +60,8 @@ void set_attr(lua_State* L, int idx, const char* key, int value_idx);
 void set_requires_grad(lua_State* L, int idx, bool on);
 void open_autograd(lua_State* L);
 int open_mgio(lua_State* L);  // require "mgio" (bind_io.cpp)
-int open_mgjit(lua_State* L); // require "mgjit" (bind_jit.cpp) // Tensor:backward, Tensor.gradient, assign, detach (bind_autograd.cpp)
+int open_mgjit(lua_State* L); // require "mgjit" (bind_jit.cpp) // Tensor:backward, Tensor.gradient, assign,
+                              // detach (bind_autograd.cpp)
 
 // ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
 void push_uop(lua_State* L, UOpRef u);
@@ -75,7 +76,7 @@ void open_show(lua_State* L);
 
 // ---- the Lua modules under stdlib/, compiled into the binary (see cmake/embed_lua.cmake)
 struct EmbeddedModule {
-  const char* name;   // "show" for stdlib/show.lua
+  const char* name; // "show" for stdlib/show.lua
   const char* source;
   size_t size;
 };

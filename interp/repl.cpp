@@ -103,9 +103,10 @@ public:
 
   int run() {
     if (tty_)
-      std::printf("moongrad %s (%s): tinygrad's ideas in C++, with Lua in front.\n"
-                  "Try  x = Tensor{1,2,3}  then  x * 2  or  :src x:relu():sum()   (:help, TAB, Ctrl-D quits)\n",
-                  MG_VERSION, LUA_RELEASE);
+      std::printf(
+          "moongrad %s (%s): tinygrad's ideas in C++, with Lua in front.\n"
+          "Try  x = Tensor{1,2,3}  then  x * 2  or  :src x:relu():sum()   (:help, TAB, Ctrl-D quits)\n",
+          MG_VERSION, LUA_RELEASE);
     std::string line;
     while (read_line(line))
       handle(line);
@@ -134,7 +135,7 @@ private:
     // While editing, Ctrl-C is a key (above), not a signal; while Lua runs it is SIGINT.
     el_set(el_, EL_SETTY, "-d", "-isig", nullptr);
     el_source(el_, nullptr); // the user's ~/.editrc, if any
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);

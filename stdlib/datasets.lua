@@ -46,12 +46,15 @@ local function need(path, what)
   return path
 end
 
--- A seeded permutation of 1..n (Fisher-Yates with a small LCG, the same on every machine).
+-- The next state of a 63-bit LCG: random draws that are the same on every machine.
+local function lcg(s) return (s * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff end
+
+-- A seeded permutation of 0..n-1 (Fisher-Yates).
 local function permutation(n, seed)
   local p, s = {}, seed
   for i = 1, n do p[i] = i - 1 end
   for i = n, 2, -1 do
-    s = (s * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
+    s = lcg(s)
     local j = s % i + 1
     p[i], p[j] = p[j], p[i]
   end
@@ -91,7 +94,7 @@ function datasets.sampler(X, Y, seed)
   return function(bs)
     local idx = {}
     for i = 1, bs do
-      s = (s * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
+      s = lcg(s)
       idx[i] = (s >> 17) % n
     end
     return Tensor.frombytes(rows(xb, xr, idx), { bs, table.unpack(xshape) }, X.dtype),

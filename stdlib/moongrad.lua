@@ -1,16 +1,8 @@
 -- require "moongrad": the globals as one table, for code that prefers not to use globals
 -- (local mg = require "moongrad"; local x = mg.Tensor{1, 2, 3}).
-return {
-  Tensor = Tensor,
-  dtypes = dtypes,
-  Context = Context,
-  Device = Device,
-  GlobalCounters = GlobalCounters,
-  ShapeTracker = ShapeTracker,
-  show = show,
-  nn = nn,
-  optim = optim,
-  state = state,
-  datasets = datasets,
-  TinyJit = TinyJit,
-}
+local M = {}
+for _, name in ipairs({ "Tensor", "dtypes", "Context", "Device", "GlobalCounters", "ShapeTracker", "show", "nn",
+  "optim", "state", "datasets", "TinyJit" }) do
+  M[name] = _G[name]
+end
+return M

@@ -130,7 +130,7 @@ TEST_CASE("history: up arrow, Ctrl-R, and the history file across sessions") {
     REQUIRE(t.wait_for("\r\nmg> "));
     t.type("a\r");
     REQUIRE(t.wait_for("42\r\nmg> ")); // keys sent before the prompt would meet a cooked tty
-    t.type("\x12seco\r"); // Ctrl-R: the line with "seco" in it, run
+    t.type("\x12seco\r");              // Ctrl-R: the line with "seco" in it, run
     REQUIRE(t.wait_for("second\r\nmg> "));
     t.type("\x04"); // Ctrl-D on an empty line
     CHECK(t.wait_exit() == 0);
