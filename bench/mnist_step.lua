@@ -1,19 +1,11 @@
 -- T1: one training step of scripts/04_mnist.lua's CNN at batch 512 (forward, backward, Adam),
 -- under TinyJit, median of 5 steps after warm-up. Prints "T1 <ms> ms" for bench/run.sh.
 -- Random inputs: the time does not depend on the values.
+local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/mnist_model.lua")
 Tensor.manual_seed(0)
-local model = nn.Sequential {
-  nn.Conv2d(1, 32, 5), Tensor.relu, nn.BatchNorm(32), Tensor.max_pool2d,
-  nn.Conv2d(32, 64, 5), Tensor.relu, nn.BatchNorm(64), Tensor.max_pool2d,
-  function(x) return x:flatten(1) end, nn.Linear(64 * 4 * 4, 10),
-}
+local model = mnist.model()
 local opt = optim.Adam(state.get_parameters(model), { lr = 1e-3 })
-local step = TinyJit(function(x, y)
-  local loss = model(x):sparse_categorical_crossentropy(y)
-  loss:backward()
-  opt:step(loss)
-  return loss
-end)
+local step = mnist.train_step(model, opt)
 Tensor.training = true
 local bs = tonumber(arg[1]) or 512
 local times = {}

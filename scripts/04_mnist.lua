@@ -6,6 +6,7 @@
 -- one-cycle learning rate, reports test accuracy, saves the model with state.safe_save,
 -- reloads it into a fresh model, and checks the reloaded model scores the same.
 local lesson = require "lesson"
+local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "mnist_model.lua")
 
 local opts = { dataset = "digits", steps = 1000, bs = 128, lr = 3e-3, min_acc = false, max_loss = false, seed = 1 }
 do
@@ -33,15 +34,8 @@ end
 print(("train %s  test %s"):format(table.concat(X.shape, "x"), table.concat(Xt.shape, "x")))
 
 lesson.section("2. The model: a small CNN (conv, relu, batchnorm, max-pool, linear)")
--- Two conv blocks then a linear classifier, in the spirit of tinygrad's beautiful_mnist.
-local function make_model()
-  return nn.Sequential {
-    nn.Conv2d(1, 32, 5), Tensor.relu, nn.BatchNorm(32), Tensor.max_pool2d, -- 28 -> 24 -> 12
-    nn.Conv2d(32, 64, 5), Tensor.relu, nn.BatchNorm(64), Tensor.max_pool2d, -- 12 -> 8 -> 4
-    function(x) return x:flatten(1) end,
-    nn.Linear(64 * 4 * 4, 10),
-  }
-end
+-- Two conv blocks then a linear classifier (scripts/mnist_model.lua)
+local make_model = mnist.model
 local model = make_model()
 local params = state.get_parameters(model)
 local count = 0
@@ -70,14 +64,9 @@ local opt = optim.Adam(params, { lr = opts.lr })
 local sched = optim.OneCycle(opt, opts.lr, opts.steps)
 local sample = datasets.sampler(X, Y, opts.seed)
 
--- TinyJit: after two ordinary calls it replays the captured kernels (no graph building, no
--- scheduling). The learning-rate schedule runs outside it: it sets a tensor the kernels read.
-local train_step = TinyJit(function(xb, yb)
-  local loss = model(xb):sparse_categorical_crossentropy(yb)
-  loss:backward()
-  opt:step(loss)
-  return loss
-end)
+-- Jitted (scripts/mnist_model.lua). The learning-rate schedule runs outside it: it sets a
+-- tensor the kernels read, and Lua code inside a jitted function runs only on the first calls.
+local train_step = mnist.train_step(model, opt)
 
 Tensor.training = true
 local bar = datasets.progress(opts.steps, "train")
