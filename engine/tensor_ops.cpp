@@ -53,7 +53,7 @@ int64_t Tensor::resolve_axis(int64_t axis) const {
   int64_t n = ndim();
   if (axis < -std::max<int64_t>(n, 1) || axis >= std::max<int64_t>(n, 1))
     user_error("axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
-  return axis < 0 ? axis + n : axis;
+  return axis < 0 ? std::max<int64_t>(axis + n, 0) : axis; // a 0-d tensor takes axis 0 or -1, as in tinygrad
 }
 
 // ---------------------------------------------------------------- elementwise
@@ -165,6 +165,7 @@ Tensor Tensor::reduce(Ops op, Axes axes, bool keepdim) const {
   else
     for (auto a : *axes)
       ax.push_back(resolve_axis(a));
+  if (ndim() == 0) ax.clear(); // a 0-d tensor accepts axis 0/-1 and has nothing to reduce
   std::sort(ax.begin(), ax.end());
   if (std::adjacent_find(ax.begin(), ax.end()) != ax.end())
     user_error("repeated axis in reduce: " + axes_str(*axes));
@@ -206,6 +207,7 @@ Tensor Tensor::mean(Axes axes, bool keepdim) const {
 Tensor Tensor::argmax(std::optional<int64_t> axis, bool keepdim) const {
   if (!axis) return flatten().argmax(0, false);
   int64_t a = resolve_axis(*axis);
+  if (ndim() == 0) return Tensor::full({}, 0, DType::Int32);
   int64_t n = shape()[a];
   Tensor m = eq(max(std::vector<int64_t>{a}, true));
   Shape rs(ndim() - a, 1);
@@ -322,6 +324,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& order0) const {
 
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   a = resolve_axis(a), b = resolve_axis(b);
+  if (ndim() == 0) return *this;
   std::vector<int64_t> order(ndim());
   std::iota(order.begin(), order.end(), 0);
   std::swap(order[a], order[b]);
@@ -388,6 +391,7 @@ Tensor Tensor::flip(const std::vector<int64_t>& axes) const {
   std::vector<int64_t> f(ndim(), 0);
   for (auto a : axes) {
     int64_t r = resolve_axis(a);
+    if (ndim() == 0) continue;
     if (f[r]) user_error("flip: axis " + std::to_string(a) + " given twice");
     f[r] = 1;
   }
@@ -403,7 +407,7 @@ Tensor Tensor::squeeze(std::optional<int64_t> axis) const {
     return reshape(s);
   }
   int64_t a = resolve_axis(*axis);
-  if (shape()[a] != 1) return *this;
+  if (ndim() == 0 || shape()[a] != 1) return *this;
   s = shape();
   s.erase(s.begin() + a);
   return reshape(s);

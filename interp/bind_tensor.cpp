@@ -1,5 +1,7 @@
 // The Tensor userdata: constructors, properties, operators and methods, bound to mg::Tensor.
 // Axes and tensor indices are 0-based (as in tinygrad); plain Lua lists stay 1-based.
+#include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -314,6 +316,48 @@ int t_where(lua_State* L) { // cond:where(a, b); a and b may be numbers
   return 1;
 }
 
+// Tensor._alu(op, a, b): one primitive binary op on broadcast, promoted operands, for the ops
+// composed in Lua (mod, the bitwise ops and shifts), as tinygrad's _apply_broadcasted_uop.
+int t_alu(lua_State* L) {
+  static const std::pair<const char*, Ops> kOps[] = {{"MOD", Ops::MOD},  {"AND", Ops::AND}, {"OR", Ops::OR},
+                                                     {"XOR", Ops::XOR},  {"SHL", Ops::SHL}, {"SHR", Ops::SHR},
+                                                     {"IDIV", Ops::IDIV}};
+  const char* name = luaL_checkstring(L, 1);
+  auto it = std::find_if(std::begin(kOps), std::end(kOps),
+                         [&](const auto& p) { return std::strcmp(p.first, name) == 0; });
+  if (it == std::end(kOps)) luaL_error(L, "Tensor._alu: unknown op '%s'", name);
+  Tensor* ta = test_tensor(L, 2);
+  Tensor* tb = test_tensor(L, 3);
+  if (!ta && !tb) luaL_error(L, "Tensor._alu: expected a Tensor");
+  Tensor a = ta ? *ta : operand(L, 2, *tb);
+  Tensor b = tb ? *tb : operand(L, 3, *ta);
+  auto [x, y] = broadcasted(a, b);
+  if (it->second != Ops::MOD && !is_int(x.dtype()) && x.dtype() != DType::Bool)
+    luaL_error(L, "%s needs int or bool tensors, got %s", name, mg::name(x.dtype()));
+  push_tensor(L, Tensor(alu(it->second, {x.uop, y.uop})));
+  return 1;
+}
+
+// Tensor._broadcasted(a, b): both operands at one shape and dtype (numbers take tinygrad's rule).
+int t_broadcasted(lua_State* L) {
+  Tensor* ta = test_tensor(L, 1);
+  Tensor* tb = test_tensor(L, 2);
+  if (!ta && !tb) luaL_error(L, "Tensor._broadcasted: expected a Tensor");
+  auto [x, y] = broadcasted(ta ? *ta : operand(L, 1, *tb), tb ? *tb : operand(L, 2, *ta));
+  push_tensor(L, x);
+  push_tensor(L, y);
+  return 2;
+}
+
+int t_bitcast(lua_State* L) {
+  Tensor& x = check_tensor(L, 1);
+  DType d = check_dtype(L, 2);
+  if (itemsize(d) != itemsize(x.dtype()))
+    luaL_error(L, "bitcast: %s and %s differ in size", mg::name(x.dtype()), mg::name(d));
+  push_tensor(L, d == x.dtype() ? x : Tensor(UOp::make(Ops::BITCAST, d, {x.uop})));
+  return 1;
+}
+
 int t_cast(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
   push_tensor(L, x.cast(check_dtype(L, 2)));
@@ -341,35 +385,27 @@ std::optional<int64_t> opt_int(lua_State* L, int idx, const char* what) {
   return v;
 }
 
-constexpr const char* kAxisKeepdim[] = {"axis", "keepdim"};
-
 // x:sum(), x:sum(0), x:sum({0,1}), x:sum(0, true), x:sum{axis=0, keepdim=true}
 template <Tensor (Tensor::*M)(Axes, bool) const> int reduce(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
-  normalize_args(L, 2, kAxisKeepdim, current_name(L));
   push_tensor(L, (x.*M)(read_axes(L, 2), lua_toboolean(L, 3)));
   return 1;
 }
 
 int t_argmax(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
-  normalize_args(L, 2, kAxisKeepdim, current_name(L));
   push_tensor(L, x.argmax(opt_int(L, 2, "axis"), lua_toboolean(L, 3)));
   return 1;
 }
 
-constexpr const char* kAxis[] = {"axis"};
-
 int t_cumsum(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
-  normalize_args(L, 2, kAxis, current_name(L));
   push_tensor(L, x.cumsum(opt_int(L, 2, "axis").value_or(0)));
   return 1;
 }
 
 template <Tensor (Tensor::*M)(int64_t) const> int axis_op(lua_State* L) { // softmax, log_softmax
   Tensor& x = check_tensor(L, 1);
-  normalize_args(L, 2, kAxis, current_name(L));
   push_tensor(L, (x.*M)(opt_int(L, 2, "axis").value_or(-1)));
   return 1;
 }
@@ -411,11 +447,8 @@ std::vector<std::pair<int64_t, int64_t>> read_pairs(lua_State* L, int idx, const
   return out;
 }
 
-constexpr const char* kPadArgs[] = {"padding", "value"};
-
 int t_pad(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
-  normalize_args(L, 2, kPadArgs, current_name(L));
   auto p = read_pairs(L, 2, x, [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; });
   push_tensor(L, x.pad(p, luaL_optnumber(L, 3, 0)));
   return 1;
@@ -632,12 +665,13 @@ int t_index(lua_State* L) {
     }
     return 1;
   }
-  if (lua_type(L, 2) == LUA_TNUMBER || lua_type(L, 2) == LUA_TTABLE) {
-    push_tensor(L, x.slice(read_index(L, 2)));
-    return 1;
-  }
-  return luaL_error(L, "Tensor: cannot index with a %s (use an integer or a table of slices)",
-                    luaL_typename(L, 2));
+  // x[i], x[{...}], x[idx_tensor]: stdlib/tensor_shape.lua's Tensor.__getitem handles every form
+  if (lua_getfield(L, lua_upvalueindex(2), "__getitem") != LUA_TFUNCTION)
+    return luaL_error(L, "Tensor: indexing is not available (Tensor.__getitem is missing)");
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
 }
 
 int t_newindex(lua_State* L) {
@@ -657,9 +691,19 @@ int t_newindex(lua_State* L) {
     set_attr(L, 1, "grad", 3);
     return 0;
   }
+  if (lua_type(L, 2) != LUA_TSTRING) { // x[...] = v: Tensor.__setitem (stdlib/tensor_shape.lua)
+    lua_getglobal(L, "Tensor");
+    if (lua_type(L, -1) != LUA_TTABLE || lua_getfield(L, -1, "__setitem") != LUA_TFUNCTION)
+      return luaL_error(L, "Tensor: index assignment is not available (Tensor.__setitem is missing)");
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_call(L, 3, 0);
+    return 0;
+  }
   return luaL_error(L,
-                    "Tensor: tensors are immutable: x[...] = v and x.%s = v are not supported "
-                    "(only x.grad and x.requires_grad can be set; x:assign(y) replaces the value)",
+                    "Tensor: x.%s = v is not supported (only x.grad and x.requires_grad can be set; "
+                    "x:assign(y) replaces the value, x[idx] = v writes part of it)",
                     k);
 }
 
@@ -683,6 +727,8 @@ const Binding kStatics[] = {
     {"Tensor.manual_seed", t_manual_seed},
     {"Tensor.realize_all", t_realize_all},
     {"Tensor.frombytes", t_frombytes},
+    {"Tensor._alu", t_alu},
+    {"Tensor._broadcasted", t_broadcasted},
 };
 
 const Binding kMethods[] = {
@@ -721,6 +767,7 @@ const Binding kMethods[] = {
     {"Tensor:abs", unop<&Tensor::abs>},
     {"Tensor:square", unop<&Tensor::square>},
     {"Tensor:cast", t_cast},
+    {"Tensor:bitcast", t_bitcast},
     // reductions
     {"Tensor:sum", reduce<&Tensor::sum>},
     {"Tensor:max", reduce<&Tensor::max>},

@@ -69,56 +69,6 @@ bool is_kwargs(lua_State* L, int idx) {
   return false;
 }
 
-void normalize_args(lua_State* L, int first, std::span<const char* const> names, const char* fname) {
-  int top = lua_gettop(L);
-  int kw = (top >= first && is_kwargs(L, top)) ? top : 0;
-  int npos = (kw ? top - 1 : top) - first + 1;
-  if (npos < 0) npos = 0;
-  int n = static_cast<int>(names.size());
-  if (npos > n) {
-    std::string params;
-    for (int i = 0; i < n; i++)
-      params += std::string(i ? ", " : "") + names[i];
-    luaL_error(L, "%s: too many arguments (%d given, expected at most %d: %s)", fname, npos, n,
-               params.c_str());
-  }
-  if (kw) { // unknown keywords are typos: say so instead of ignoring them
-    lua_pushnil(L);
-    while (lua_next(L, kw)) {
-      lua_pop(L, 1);
-      const char* k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : nullptr;
-      bool known = false;
-      for (int i = 0; k && i < n; i++)
-        known |= std::strcmp(k, names[i]) == 0;
-      if (!known) {
-        std::string expected;
-        for (int i = 0; i < n; i++)
-          expected += std::string(i ? ", " : "") + names[i];
-        luaL_error(L, "%s: unknown keyword '%s' (expected: %s)", fname, k ? k : "?", expected.c_str());
-      }
-    }
-  }
-  luaL_checkstack(L, n, "too many arguments");
-  for (int i = 0; i < n; i++) {
-    bool has_kw = false;
-    if (kw) {
-      lua_getfield(L, kw, names[i]);
-      has_kw = !lua_isnil(L, -1);
-      if (i >= npos) continue; // the keyword value (or nil) is the parameter
-      lua_pop(L, 1);
-    }
-    if (i < npos) {
-      if (has_kw) luaL_error(L, "%s: '%s' given both by position and by keyword", fname, names[i]);
-      lua_pushvalue(L, first + i);
-    } else {
-      lua_pushnil(L);
-    }
-  }
-  // Move the n new values down to `first` and drop the originals.
-  lua_rotate(L, first, n);
-  lua_settop(L, first + n - 1);
-}
-
 lua_Integer max_index(lua_State* L, int idx) {
   idx = lua_absindex(L, idx);
   lua_Integer m = 0;
@@ -460,6 +410,8 @@ int open_all(lua_State* L) {
   lua_setfield(L, -2, "mgio");
   lua_pushcfunction(L, open_mgjit);
   lua_setfield(L, -2, "mgjit");
+  lua_pushcfunction(L, open_mgargs);
+  lua_setfield(L, -2, "mgargs");
   lua_pop(L, 1);
   open_stdlib(L);
   load_repl_module(L);

@@ -33,9 +33,6 @@ const char* current_name(lua_State* L);
 // ---- argument helpers (shared by the bind_*.cpp files)
 // A trailing table with string keys is a keyword table: x:sum{axis=0, keepdim=true}.
 bool is_kwargs(lua_State* L, int idx);
-// Rewrites the arguments from `first` on into exactly names.size() positional values,
-// taking keyword values from a trailing keyword table. Errors on unknown or doubled keywords.
-void normalize_args(lua_State* L, int first, std::span<const char* const> names, const char* fname);
 // A list of integers, either as varargs from `first` on or as one table at `first`.
 std::vector<int64_t> int_list_args(lua_State* L, int first, const char* what);
 // A Lua list of integers at `idx`.
@@ -59,9 +56,10 @@ void set_attr(lua_State* L, int idx, const char* key, int value_idx);
 // Sets requires_grad and keeps the tensor in the weak registry backward() searches.
 void set_requires_grad(lua_State* L, int idx, bool on);
 void open_autograd(lua_State* L);
-int open_mgio(lua_State* L);  // require "mgio" (bind_io.cpp)
-int open_mgjit(lua_State* L); // require "mgjit" (bind_jit.cpp) // Tensor:backward, Tensor.gradient, assign,
-                              // detach (bind_autograd.cpp)
+int open_mgio(lua_State* L);   // require "mgio" (bind_io.cpp)
+int open_mgjit(lua_State* L);  // require "mgjit" (bind_jit.cpp)
+int open_mgargs(lua_State* L); // require "mgargs" (bind_args.cpp): keyword arguments // Tensor:backward,
+                               // Tensor.gradient, assign, detach (bind_autograd.cpp)
 
 // ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
 void push_uop(lua_State* L, UOpRef u);

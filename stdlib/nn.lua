@@ -33,7 +33,7 @@ function nn.Linear:init(cin, cout, bias)
   self.weight = param(uniform({ cout, cin }, bound))
   if bias ~= false then self.bias = param(uniform({ cout }, bound)) end
 end
-function nn.Linear:forward(x) return x:linear(self.weight, self.bias) end
+function nn.Linear:forward(x) return x:linear(self.weight.T, self.bias) end
 function nn.Linear:describe() return ("(%d -> %d)"):format(self.weight.shape[2], self.weight.shape[1]) end
 
 -- nn.Conv2d(cin, cout, kernel [, {stride=1, padding=0, dilation=1, groups=1, bias=true}])
@@ -54,33 +54,6 @@ end
 function nn.Conv2d:describe()
   local w = self.weight.shape
   return ("(%d -> %d, %dx%d)"):format(w[2] * self.groups, w[1], w[3], w[4])
-end
-
--- x:conv_transpose2d(w [, b] [, {stride, padding, output_padding, dilation, groups}]):
--- w is (cin, cout/groups, kh, kw). The input is spread out by the stride (zeros between),
--- then convolved with the flipped, transposed weight.
-function Tensor.conv_transpose2d(x, w, b, o)
-  if type(b) == "table" and show.typeof(b) ~= "Tensor" then b, o = nil, b end
-  o = o or {}
-  local s, p, op, d = pair(o.stride or 1), pair(o.padding or 0), pair(o.output_padding or 0), pair(o.dilation or 1)
-  local groups = o.groups or 1
-  local n, cin, h, wd = table.unpack(x.shape)
-  local rcout, kh, kw = w.shape[2], w.shape[3], w.shape[4]
-  if s[1] > 1 or s[2] > 1 then
-    x = x:reshape(n, cin, h, 1, wd, 1):pad({ { 0, 0 }, { 0, 0 }, { 0, 0 }, { 0, s[1] - 1 }, { 0, 0 }, { 0, s[2] - 1 } })
-        :reshape(n, cin, h * s[1], wd * s[2])
-        :shrink({ { 0, n }, { 0, cin }, { 0, (h - 1) * s[1] + 1 }, { 0, (wd - 1) * s[2] + 1 } })
-  end
-  local wt = w:reshape(groups, cin // groups, rcout, kh, kw):permute(0, 2, 1, 3, 4):flip(3, 4)
-      :reshape(groups * rcout, cin // groups, kh, kw)
-  local pads = {}
-  for i, k in ipairs({ kh, kw }) do
-    local before = d[i] * (k - 1) - p[i]
-    pads[i] = { before, before + op[i] }
-  end
-  assert(pads[1][1] >= 0 and pads[2][1] >= 0, "conv_transpose2d: padding larger than the kernel reach")
-  x = x:pad({ { 0, 0 }, { 0, 0 }, pads[1], pads[2] })
-  return x:conv2d(wt, b, { dilation = d, groups = groups })
 end
 
 -- nn.ConvTranspose2d(cin, cout, kernel [, {stride, padding, output_padding, dilation, groups, bias}])

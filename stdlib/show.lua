@@ -152,6 +152,26 @@ end
 
 -- ---------------------------------------------------------------- help
 
+-- "x:name(a, b, {kw=})" from the parameter names the function was declared with, and a line on
+-- naming them
+local function signature(key)
+  local p = require("args").params[key]
+  if not p then return "x:" .. key .. "(...)" end
+  local static = p[1] ~= "self"
+  local pos, kw, after = {}, {}, false
+  for i, n in ipairs(p) do
+    if n == "..." then pos[#pos + 1] = "..."; after = true
+    elseif not (i == 1 and n == "self") then
+      if after then kw[#kw + 1] = n .. "=" else pos[#pos + 1] = n end
+    end
+  end
+  if #kw > 0 then pos[#pos + 1] = "{" .. table.concat(kw, ", ") .. "}" end
+  local sig = (static and "Tensor." or "x:") .. key .. "(" .. table.concat(pos, ", ") .. ")"
+  local named = p[#p] ~= "self" and p[#p] ~= "..." and p[#p]
+  if named then sig = sig .. "\n  (any parameter can be named in a trailing table: {" .. named .. "=...})" end
+  return sig
+end
+
 -- The colon commands, or one command's or Tensor method's signature and doc.
 function show.help(name)
   local h = require "help"
@@ -175,6 +195,7 @@ function show.help(name)
     error(("no help for '%s' (try :help for the commands, or a Tensor method such as :help relu)"):format(
       tostring(name)), 2)
   end
+  if type(d) == "string" then d = { signature(key), d } end
   print(d[1])
   print("  " .. d[2])
 end

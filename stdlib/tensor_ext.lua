@@ -1,179 +1,129 @@
--- tensor_ext: the ops models need, composed from the primitives in Lua (as tinygrad composes
--- them in tensor.py). Each adds a method to Tensor; gradients come for free from the
--- primitives' rules, so none of these has a backward of its own.
-local T = Tensor
+-- tensor_ext: tinygrad's Tensor API above the C++ primitives, composed in Lua as tinygrad
+-- composes it in tensor.py. Gradients come from the primitives' rules, so nothing here has a
+-- backward of its own. This file loads the other parts and holds the neural-network ops.
+local args = require "args" -- first: it keeps the C++ bindings before anything wraps them
+local T, C = Tensor, args.raw
+local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local function is_tensor(v) return show.typeof(v) == "Tensor" end
 
-local function tuple(v, n) -- 3 -> {3, 3}; {1, 2} stays
+require "tensor_create"
+require "tensor_math"
+require "tensor_reduce"
+require "tensor_shape"
+
+-- The C++ methods that take no options still reject extra arguments (x:exp(2) is a mistake).
+for _, name in ipairs({ "neg", "logical_not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "reciprocal", "sin",
+  "cos", "relu", "sigmoid", "tanh", "abs", "square", "contiguous", "realize", "tolist", "item", "numel", "schedule",
+  "tobytes", "detach" }) do
+  args.sign(T, name, { "self" })
+end
+args.sign(T, "assign", { "self", "x" })
+args.sign(T, "requires_grad_", { "self", "requires_grad" })
+args.sign(T, "frombytes", { "data", "shape", "dtype", "offset", "count" })
+
+def("backward", { "self", "gradient" }, function(self, gradient)
+  if gradient ~= nil then
+    if not is_tensor(gradient) or gradient.ndim ~= self.ndim then
+      error("backward: gradient must be a Tensor of the output's shape", 0)
+    end
+    return C.backward((self * gradient:detach()):sum())
+  end
+  return C.backward(self)
+end)
+-- y:gradient(a, b [, {gradient=g}]) or Tensor.gradient(y, {a, b}): a list of gradients
+def("gradient", { "self", "...", "gradient", "materialize_grads" }, function(self, rest, gradient)
+  local targets = rest
+  if rest.n == 1 and type(rest[1]) == "table" and not is_tensor(rest[1]) then targets = rest[1] end
+  local y = gradient ~= nil and (self * gradient:detach()):sum() or self
+  return C.gradient(y, targets)
+end)
+
+-- ---------------------------------------------------------------- small tinygrad methods
+
+def("clone", { "self" }, function(self) return self:contiguous() end)
+def("to", { "self", "device" }, function(self, device)
+  if type(device) ~= "string" then error("to: device must be a string", 0) end
+  if device:upper() ~= self.device:upper() then
+    error(("to: copying between devices (%s -> %s) is not supported yet"):format(self.device, device), 0)
+  end
+  return self
+end)
+def("to_", { "self", "device" }, function(self, device) T.to(self, device); return self end)
+def("data", { "self" }, function(self) return self:flatten():tolist() end)
+def("replace", { "self", "x", "allow_shape_mismatch" }, function(self, x, mismatch)
+  if not is_tensor(x) then error("replace: expected a Tensor", 0) end
+  if not mismatch and table.concat(x.shape, ",") ~= table.concat(self.shape, ",") then
+    error("replace: shapes differ (pass allow_shape_mismatch=true)", 0)
+  end
+  return x
+end)
+-- forward identity; in tinygrad they are scheduling hints, which moongrad's scheduler does not take
+def("contiguous_backward", { "self" }, function(self) return self end)
+def("fuse", { "self" }, function(self) return self end)
+def("sequential", { "self", "ll" }, function(self, ll)
+  local x = self
+  for _, f in ipairs(ll) do x = f(x) end
+  return x
+end)
+
+-- ---------------------------------------------------------------- pooling and convolution
+
+local function tuple(name, v, n)
   if type(v) == "table" then
-    assert(#v == n, ("expected %d values, got %d"):format(n, #v))
+    if #v ~= n then error(("%s: expected %d values, got %d"):format(name, n, #v), 0) end
     return v
   end
+  if math.type(v) ~= "integer" then error(("%s: expected an integer or a list of %d, got %s"):format(name, n, tostring(v)), 0) end
   local t = {}
   for i = 1, n do t[i] = v end
   return t
 end
-
 local function ceildiv(a, b) return -((-a) // b) end
-
-local function range(a, b) -- {a, a+1, ..., b}
-  local t = {}
-  for i = a, b do t[#t + 1] = i end
-  return t
-end
-
-local function concat(...)
-  local out = {}
-  for _, t in ipairs({ ... }) do
-    for _, v in ipairs(t) do out[#out + 1] = v end
-  end
-  return out
-end
-
-local function ones_list(n) return tuple(1, n) end
-
--- ---------------------------------------------------------------- activations
-
-function T.leaky_relu(x, slope) slope = slope or 0.01; return x:relu() - (-x):relu() * slope end
-function T.elu(x, alpha) alpha = alpha or 1.0; return x:relu() - ((1 - x:exp()):relu() * alpha) end
-function T.silu(x) return x * x:sigmoid() end
-function T.softplus(x, beta)
-  beta = beta or 1
-  -- log(1 + e^(beta x)) / beta, stable for large x: max(x,0) + log(1 + e^-|beta x|) / beta
-  local bx = x * beta
-  return bx:relu() / beta + ((-bx:abs()):exp() + 1):log() / beta
-end
-function T.gelu(x) -- the tanh approximation, as tinygrad and GPT-2 use
-  return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)):tanh())
-end
-function T.erf(x) -- Abramowitz-Stegun 7.1.26 (max error 1.5e-7), odd-extended
-  local s = x:gt(0):where(1.0, -1.0)
-  local a = x:abs()
-  local t = 1 / (1 + 0.3275911 * a)
-  local y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t *
-      (-(a * a)):exp()
-  return s * y
-end
-
--- ---------------------------------------------------------------- joining and picking
-
--- Tensor.cat({a, b, ...}, axis): each piece padded to the full length, then summed.
-function T.cat(ts, axis)
-  axis = axis or 0
-  assert(type(ts) == "table" and #ts > 0, "cat needs a list of tensors")
-  local first = ts[1]
-  local nd = first.ndim
-  if axis < 0 then axis = axis + nd end
-  assert(axis >= 0 and axis < nd, ("cat: axis %d is out of range for %d dims"):format(axis, nd))
-  local total = 0
-  for k, t in ipairs(ts) do
-    assert(t.ndim == nd, ("cat: tensor %d has %d dims, expected %d"):format(k, t.ndim, nd))
-    for d = 1, nd do
-      if d ~= axis + 1 and t.shape[d] ~= first.shape[d] then
-        error(("cat: tensor %d has shape (%s), which differs from (%s) outside axis %d"):format(k,
-          table.concat(t.shape, ", "), table.concat(first.shape, ", "), axis), 2)
-      end
-    end
-    total = total + t.shape[axis + 1]
-  end
-  local out, at = nil, 0
-  for _, t in ipairs(ts) do
-    local p = {}
-    for d = 1, nd do p[d] = { 0, 0 } end
-    p[axis + 1] = { at, total - at - t.shape[axis + 1] }
-    at = at + t.shape[axis + 1]
-    local piece = t:pad(p)
-    out = out and out + piece or piece
-  end
-  return out
-end
-
-function T.stack(ts, axis)
-  axis = axis or 0
-  local us = {}
-  for k, t in ipairs(ts) do us[k] = t:unsqueeze(axis) end
-  return T.cat(us, axis)
-end
-
--- x:one_hot(n): int class ids -> float rows with a 1 at the id.
-function T.one_hot(x, n)
-  return x:unsqueeze(-1):eq(T.arange(n):reshape(concat(ones_list(x.ndim), { n }))):cast("float32")
-end
-
--- x:gather(axis, index): out[i][j] = x[i][index[i][j]] (for axis 1), as a masked sum.
-function T.gather(x, axis, index)
-  if axis < 0 then axis = axis + x.ndim end
-  local n = x.shape[axis + 1]
-  local ishape = index.shape
-  -- compare index (expanded over a new last dim of size n) with 0..n-1
-  local mask = index:unsqueeze(-1):eq(T.arange(n):reshape(concat(ones_list(index.ndim), { n })))
-  -- x with the gathered axis moved last, shrunk to the index's other dims
-  local order = {}
-  for d = 0, x.ndim - 1 do if d ~= axis then order[#order + 1] = d end end
-  order[#order + 1] = axis
-  local xs = x:permute(order)
-  local sh = {}
-  for d = 1, x.ndim do
-    if d - 1 ~= axis then sh[#sh + 1] = { 0, ishape[d] } end
-  end
-  sh[#sh + 1] = { 0, n }
-  xs = xs:shrink(sh)
-  -- put index's gathered axis back in place: xs is (..others.., n); index is (..., k at axis, ...)
-  local iorder = {}
-  for d = 0, index.ndim - 1 do if d ~= axis then iorder[#iorder + 1] = d end end
-  iorder[#iorder + 1] = axis
-  local m = mask:permute(concat(iorder, { index.ndim })) -- (...others.., k, n)
-  local xe = xs:unsqueeze(-2)                               -- (...others.., 1, n)
-  local picked = (m:where(xe, 0)):sum(-1)                    -- (...others.., k)
-  local back = {}
-  for d = 0, index.ndim - 1 do back[d + 1] = 0 end
-  local pos = 0
-  for d = 0, index.ndim - 1 do
-    if d ~= axis then back[d + 1] = pos; pos = pos + 1 end
-  end
-  back[axis + 1] = index.ndim - 1
-  return picked:permute(back)
-end
-
--- ---------------------------------------------------------------- pooling and convolution
 
 -- The windows of the last #k dims as new dims: (..., i1, i2) -> (..., o1, o2, k1, k2), where
 -- out[..., o1, o2, a, b] = x[..., o1*s1 + a*d1, o2*s2 + b*d2]. Movement ops only: a view.
 function T._pool(x, k, stride, dilation)
   local n = #k
-  local s, d = tuple(stride or 1, n), tuple(dilation or 1, n)
-  local nd = x.ndim
-  local lead = nd - n
-  local noop = {}
+  local s, d = tuple("pool", stride or 1, n), tuple("pool", dilation or 1, n)
+  if x.ndim < n then error(("pool: a %d-d window needs at least %d dims, got shape (%s)"):format(n, n,
+    table.concat(x.shape, ", ")), 0) end
+  local lead = x.ndim - n
+  local noop, ii, o = {}, {}, {}
   for i = 1, lead do noop[i] = x.shape[i] end
-  local ii, o = {}, {}
   for j = 1, n do
+    if k[j] < 1 or s[j] < 1 or d[j] < 1 then error("pool: kernel, stride and dilation must be positive", 0) end
     ii[j] = x.shape[lead + j]
     o[j] = ceildiv(ii[j] - d[j] * (k[j] - 1), s[j])
-    assert(o[j] > 0, ("pool: a window of %d (dilation %d) does not fit in %d"):format(k[j], d[j], ii[j]))
+    if o[j] <= 0 then
+      error(("pool: a window of %d (dilation %d) does not fit in %d"):format(k[j], d[j], ii[j]), 0)
+    end
+  end
+  local function with(tail)
+    local t = { table.unpack(noop) }
+    for _, v in ipairs(tail) do t[#t + 1] = v end
+    return t
+  end
+  local function shrink_last(ps)
+    local p = {}
+    for i = 1, lead do p[i] = { 0, noop[i] } end
+    for _, q in ipairs(ps) do p[#p + 1] = q end
+    return p
   end
   local overlap = false
   for j = 1, n do overlap = overlap or k[j] > s[j] or d[j] ~= 1 end
-  local function shrink_last(pairs_)
-    local p = {}
-    for i = 1, lead do p[i] = { 0, noop[i] } end
-    for _, q in ipairs(pairs_) do p[#p + 1] = q end
-    return p
-  end
   if not overlap then
     local pads = {}
     for i = 1, lead do pads[i] = { 0, 0 } end
     for j = 1, n do pads[lead + j] = { 0, math.max(0, o[j] * s[j] - ii[j]) } end
-    local y = x:pad(pads)
-    local sh = {}
+    local y, sh, rs, sh2 = C.pad(x, pads), {}, {}, {}
     for j = 1, n do sh[j] = { 0, o[j] * s[j] } end
     y = y:shrink(shrink_last(sh))
-    local rs = {}
     for j = 1, n do rs[#rs + 1] = o[j]; rs[#rs + 1] = s[j] end
-    y = y:reshape(concat(noop, rs))
-    local sh2 = {}
+    y = y:reshape(with(rs))
     for j = 1, n do sh2[#sh2 + 1] = { 0, o[j] }; sh2[#sh2 + 1] = { 0, k[j] } end
     y = y:shrink(shrink_last(sh2))
-    local perm = range(0, lead - 1)
+    local perm = {}
+    for i = 0, lead - 1 do perm[#perm + 1] = i end
     for j = 1, n do perm[#perm + 1] = lead + 2 * (j - 1) end
     for j = 1, n do perm[#perm + 1] = lead + 2 * (j - 1) + 1 end
     return y:permute(perm)
@@ -186,170 +136,359 @@ function T._pool(x, k, stride, dilation)
     r[j] = ii[j] * f[j] + d[j]
     reps[j] = ceildiv(k[j] * r[j], ii[j])
   end
-  -- repeat: (..., i) -> (..., 1, i) -> (..., reps, i) -> (..., reps*i), for every pooled dim
   local rs, ex, flat = {}, {}, {}
   for j = 1, n do
     rs[#rs + 1] = 1; rs[#rs + 1] = ii[j]
     ex[#ex + 1] = reps[j]; ex[#ex + 1] = ii[j]
     flat[j] = reps[j] * ii[j]
   end
-  local y = x:reshape(concat(noop, rs)):expand(concat(noop, ex)):reshape(concat(noop, flat))
-  local sh = {}
+  local y = x:reshape(with(rs)):expand(with(ex)):reshape(with(flat))
+  local sh, kr, sh2, kos, sh3, ko = {}, {}, {}, {}, {}, {}
   for j = 1, n do sh[j] = { 0, k[j] * r[j] } end
   y = y:shrink(shrink_last(sh))
-  local kr = {}
   for j = 1, n do kr[#kr + 1] = k[j]; kr[#kr + 1] = r[j] end
-  y = y:reshape(concat(noop, kr))
-  local sh2 = {}
+  y = y:reshape(with(kr))
   for j = 1, n do sh2[#sh2 + 1] = { 0, k[j] }; sh2[#sh2 + 1] = { 0, o[j] * s[j] } end
   y = y:shrink(shrink_last(sh2))
-  local kos = {}
   for j = 1, n do kos[#kos + 1] = k[j]; kos[#kos + 1] = o[j]; kos[#kos + 1] = s[j] end
-  y = y:reshape(concat(noop, kos))
-  local sh3 = {}
+  y = y:reshape(with(kos))
   for j = 1, n do sh3[#sh3 + 1] = { 0, k[j] }; sh3[#sh3 + 1] = { 0, o[j] }; sh3[#sh3 + 1] = { 0, 1 } end
   y = y:shrink(shrink_last(sh3))
-  local ko = {}
   for j = 1, n do ko[#ko + 1] = k[j]; ko[#ko + 1] = o[j] end
-  y = y:reshape(concat(noop, ko))
-  local perm = range(0, lead - 1)
+  y = y:reshape(with(ko))
+  local perm = {}
+  for i = 0, lead - 1 do perm[#perm + 1] = i end
   for j = 1, n do perm[#perm + 1] = lead + 2 * (j - 1) + 1 end
   for j = 1, n do perm[#perm + 1] = lead + 2 * (j - 1) end
   return y:permute(perm)
 end
 
--- padding for the last n dims: a number, {ph, pw}, or {left, right, top, bottom} as tinygrad
-local function pad_last(x, padding, n, value)
-  if padding == nil or padding == 0 then return x end
-  local p = {}
-  for i = 1, x.ndim do p[i] = { 0, 0 } end
-  if type(padding) == "number" then
-    for j = 1, n do p[x.ndim - n + j] = { padding, padding } end
-  elseif #padding == n then
-    for j = 1, n do p[x.ndim - n + j] = { padding[j], padding[j] } end
-  elseif #padding == 2 * n then -- (left, right, top, bottom): the last dim first
-    for j = 1, n do p[x.ndim - j + 1] = { padding[2 * j - 1], padding[2 * j] } end
-  else
-    error(("padding must be a number, %d values or %d values"):format(n, 2 * n), 3)
+-- padding for n spatial dims as a flat list, PyTorch's order (last dim first), as tinygrad:
+-- an int pads every side, n values pad both sides of each dim, 2n values are taken as they are
+local function pool_pads(name, padding, n)
+  padding = padding or 0
+  if math.type(padding) == "integer" then
+    local t = {}
+    for i = 1, 2 * n do t[i] = padding end
+    return t
   end
-  return x:pad(p, value or 0)
-end
-
-local function opts(t) return type(t) == "table" and t or {} end
-
--- x:max_pool2d([kernel=2, {stride=kernel, padding=0, dilation=1}])
-function T.max_pool2d(x, kernel, o)
-  o = opts(o)
-  local k = tuple(kernel or 2, 2)
-  local xp = pad_last(x, o.padding, 2, -math.huge) -- padding never wins a max
-  local pooled = xp:_pool(k, o.stride or k, o.dilation or 1)
-  return pooled:max({ -1, -2 })
-end
-
-function T.avg_pool2d(x, kernel, o)
-  o = opts(o)
-  local k = tuple(kernel or 2, 2)
-  return pad_last(x, o.padding, 2):_pool(k, o.stride or k, o.dilation or 1):mean({ -1, -2 })
-end
-
--- x:conv2d(w [, b] [, {stride=1, padding=0, dilation=1, groups=1}])
--- x (N, Cin, H, W), w (Cout, Cin/groups, kh, kw): windows (a view) times weights, summed.
-function T.conv2d(x, w, b, o)
-  if type(b) == "table" then b, o = nil, b end -- x:conv2d(w, {stride=2}): options, no bias
-  o = opts(o)
-  local groups = o.groups or 1
-  local bs, cin_ = x.shape[1], x.shape[2]
-  local cout, cin = w.shape[1], w.shape[2]
-  assert(x.ndim == 4 and w.ndim == 4, "conv2d needs a 4-d input (N, C, H, W) and a 4-d weight")
-  if groups * cin ~= cin_ then
-    error(("conv2d: input has %d channels, weight expects %d x %d groups"):format(cin_, cin, groups), 2)
+  if type(padding) ~= "table" or (#padding ~= n and #padding ~= 2 * n) then
+    error(("%s: padding must be an int or a list of %d or %d ints"):format(name, n, 2 * n), 0)
   end
-  if cout % groups ~= 0 then error(("conv2d: %d output channels do not split into %d groups"):format(cout, groups), 2) end
-  local hw = { w.shape[3], w.shape[4] }
-  local xw = pad_last(x, o.padding, 2):_pool(hw, o.stride or 1, o.dilation or 1) -- (bs, cin_, oy, ox, kh, kw)
-  local oy, ox = xw.shape[3], xw.shape[4]
-  local rcout = cout // groups
-  xw = xw:reshape(bs, groups, cin, 1, oy, ox, hw[1], hw[2])
-      :expand(bs, groups, cin, rcout, oy, ox, hw[1], hw[2])
-      :permute(0, 1, 3, 4, 5, 2, 6, 7) -- (bs, groups, rcout, oy, ox, cin, kh, kw)
-  local ret = (xw * w:reshape(1, groups, rcout, 1, 1, cin, hw[1], hw[2])):sum({ -1, -2, -3 }):reshape(bs, cout, oy, ox)
-  if b then ret = ret + b:reshape(1, cout, 1, 1) end
-  return ret
+  if #padding == 2 * n then return { table.unpack(padding) } end
+  local t = {}
+  for j = n, 1, -1 do t[#t + 1] = padding[j]; t[#t + 1] = padding[j] end
+  return t
+end
+-- {before, after} of spatial dim j (1-based, first spatial dim first) in a flat list
+local function pair_of(flat, n, j) return flat[2 * (n - j) + 1], flat[2 * (n - j) + 2] end
+
+-- extra padding after each spatial dim, so that the last partial window is kept (ceil_mode)
+local function ceil_pads(x, pads, k, s, d)
+  local n = #k
+  pads = { table.unpack(pads) }
+  for j = 1, n do
+    local i = x.shape[x.ndim - n + j]
+    local pB, pA = pair_of(pads, n, j)
+    local o = ceildiv(i + pB + pA - (d[j] * (k[j] - 1) + 1), s[j]) + 1
+    local at = 2 * (n - j) + 2
+    pads[at] = pads[at] + s[j] * (o - 1) + (d[j] * (k[j] - 1) + 1) - (i + pB + pA) -
+        math.max(s[j] * (o - 1) - (pB + i - 1), 0)
+  end
+  return pads
 end
 
--- x:linear(w [, b]): x @ w.T + b with w (out, in), as nn.Linear stores it
-function T.linear(x, w, b)
-  local y = x:matmul(w.T)
+local function dtype_min(dt)
+  if dtypes.is_float(dt) then return -math.huge end
+  if dt == "bool" or dt:match("^uint") then return 0 end
+  return -(1 << (8 * dtypes.itemsize(dt) - 1))
+end
+
+local function pool_setup(name, x, kernel_size, stride, dilation, padding)
+  local k = type(kernel_size) == "table" and kernel_size or tuple(name, kernel_size or 2, 2)
+  local n = #k
+  if x.ndim < n then error(("%s: a %d-d kernel needs at least %d dims, got %d"):format(name, n, n, x.ndim), 0) end
+  local s = tuple(name, stride or k, n)
+  local d = tuple(name, dilation or 1, n)
+  local axes = {}
+  for i = 1, n do axes[i] = -i end
+  return k, s, d, pool_pads(name, padding, n), axes
+end
+
+def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "return_indices" },
+  function(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
+    local k, s, d, pads, axes = pool_setup("max_pool2d", self, kernel_size, stride, dilation, padding)
+    if ceil_mode then pads = ceil_pads(self, pads, k, s, d) end
+    local pooled = self:pad(pads, nil, dtype_min(self.dtype)):_pool(k, s, d)
+    if not return_indices then return pooled:max(axes) end
+    local spatial, sz = {}, 1
+    for j = 1, #k do spatial[j] = self.shape[self.ndim - #k + j]; sz = sz * spatial[j] end
+    local idx = T.arange(sz, 0, -1):reshape(spatial)
+    local m = pooled:eq(pooled:max(axes, true))
+    idx = m:where(idx:pad(pads, nil, dtype_min("int32")):_pool(k, s, d), 0)
+    return pooled:max(axes), sz - idx:max(axes)
+  end)
+
+def("avg_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "count_include_pad" },
+  function(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
+    local k, s, d, reg, axes = pool_setup("avg_pool2d", self, kernel_size, stride, dilation, padding)
+    local function pool(x, p) return x:pad(p):_pool(k, s, d) end
+    local cp = ceil_pads(self, reg, k, s, d)
+    if count_include_pad == false then
+      local p = ceil_mode and cp or reg
+      return pool(self, p):sum(axes) / pool(T.ones_like(self), p):sum(axes)
+    end
+    if not ceil_mode then return pool(self, reg):mean(axes) end
+    local extra = {}
+    for i = 1, #cp do extra[i] = cp[i] - reg[i] end
+    return pool(self, cp):sum(axes) / pool(T.ones_like(self:pad(reg)), extra):sum(axes)
+  end)
+
+def("max_unpool2d", { "self", "indices", "kernel_size", "stride", "dilation", "padding", "output_size" },
+  function(self, indices, kernel_size, stride, dilation, padding, output_size)
+    local bs, c = self.shape[1], self.shape[2]
+    local spatial = { table.unpack(self.shape, 3) }
+    local n = #spatial
+    local out = {}
+    if output_size == nil then
+      local k = tuple("max_unpool2d", kernel_size or 2, n)
+      local s = tuple("max_unpool2d", stride or k, n)
+      local d = tuple("max_unpool2d", dilation or 1, n)
+      local pads = pool_pads("max_unpool2d", padding, n)
+      for j = 1, n do
+        local pB, pA = pair_of(pads, n, j)
+        out[j] = (spatial[j] - 1) * s[j] - (pB + pA) + (d[j] * (k[j] - 1) + 1)
+      end
+    else
+      for j = 1, n do out[j] = output_size[#output_size - n + j] end
+    end
+    local total = 1
+    for _, v in ipairs(out) do total = total * v end
+    local hot = indices:reshape(bs, c, -1, 1):eq(T.arange(total)) -- (bs, c, in, total)
+    local r = hot:where(self:reshape(bs, c, -1, 1), 0):sum(2)
+    return r:reshape(bs, c, table.unpack(out))
+  end)
+
+-- x:conv2d(weight [, bias, groups=1, stride=1, dilation=1, padding=0, dtype]), as tinygrad: x is
+-- (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); any number of spatial dims (conv1d
+-- on 3-d input). Windows (a view) times weights, summed.
+def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "dtype" },
+  function(self, w, b, groups, stride, dilation, padding, dtype)
+    if not is_tensor(w) then error("conv2d: weight must be a Tensor", 0) end
+    groups = groups or 1
+    if self.ndim < 3 or self.ndim ~= w.ndim then
+      error(("conv2d: input (%s) and weight (%s) need the same number of dims, at least 3"):format(
+        table.concat(self.shape, ", "), table.concat(w.shape, ", ")), 0)
+    end
+    local bs, cin_ = self.shape[1], self.shape[2]
+    local cout, cin = w.shape[1], w.shape[2]
+    local hw = { table.unpack(w.shape, 3) }
+    local n = #hw
+    if math.type(groups) ~= "integer" or groups < 1 then error("conv2d: groups must be a positive integer", 0) end
+    if groups * cin ~= cin_ then
+      error(("conv2d: input has %d channels, weight expects %d x %d groups"):format(cin_, cin, groups), 0)
+    end
+    if cout % groups ~= 0 then error(("conv2d: %d output channels do not split into %d groups"):format(cout, groups), 0) end
+    local xw = self:pad(pool_pads("conv2d", padding, n)):_pool(hw, stride or 1, dilation or 1)
+    local oyx = {}
+    for j = 1, n do oyx[j] = xw.shape[2 + j] end
+    local rcout = cout // groups
+    local a, e = { bs, groups, cin, 1 }, { bs, groups, cin, rcout }
+    for _, v in ipairs(oyx) do a[#a + 1] = v; e[#e + 1] = v end
+    for _, v in ipairs(hw) do a[#a + 1] = v; e[#e + 1] = v end
+    local perm = { 0, 1, 3 }
+    for j = 1, n do perm[#perm + 1] = 3 + j end
+    perm[#perm + 1] = 2
+    for j = 1, n do perm[#perm + 1] = 3 + n + j end
+    xw = xw:reshape(a):expand(e):permute(perm) -- (bs, groups, rcout, *oyx, cin, *hw)
+    local wv = { 1, groups, rcout }
+    for _ = 1, n do wv[#wv + 1] = 1 end
+    wv[#wv + 1] = cin
+    for _, v in ipairs(hw) do wv[#wv + 1] = v end
+    local red = {}
+    for i = 1, n + 1 do red[i] = -i end
+    local outs = { bs, cout }
+    for _, v in ipairs(oyx) do outs[#outs + 1] = v end
+    local ret = (xw * w:reshape(wv)):sum(red, false, dtype):reshape(outs)
+    if b then
+      local bv = { 1, cout }
+      for _ = 1, n do bv[#bv + 1] = 1 end
+      ret = ret + b:reshape(bv)
+    end
+    return ret
+  end)
+
+-- x:conv_transpose2d(weight [, bias, groups, stride, dilation, padding, output_padding]): weight
+-- is (Cin, Cout/groups, *kernel). The input is spread out by the stride (zeros between), then
+-- convolved with the flipped, transposed weight.
+def("conv_transpose2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "output_padding" },
+  function(self, w, b, groups, stride, dilation, padding, output_padding)
+    if not is_tensor(w) then error("conv_transpose2d: weight must be a Tensor", 0) end
+    groups = groups or 1
+    local hw = { table.unpack(w.shape, 3) }
+    local n = #hw
+    if self.ndim ~= n + 2 then error("conv_transpose2d: input and weight dims do not match", 0) end
+    local s = tuple("conv_transpose2d", stride or 1, n)
+    local d = tuple("conv_transpose2d", dilation or 1, n)
+    local op = tuple("conv_transpose2d", output_padding or 0, n)
+    local pads = pool_pads("conv_transpose2d", padding, n)
+    local cin = w.shape[1]
+    if cin % groups ~= 0 or self.shape[2] ~= cin then
+      error(("conv_transpose2d: input has %d channels, weight %d (groups %d)"):format(self.shape[2], cin, groups), 0)
+    end
+    local flips = {}
+    for j = 1, n do flips[j] = 2 + j end
+    local order = { 0, 2, 1 }
+    for j = 1, n do order[#order + 1] = 2 + j end
+    local wt = w:unflatten(0, { groups, cin // groups }):permute(order):flip(flips)
+        :flatten(0, 1) -- (groups*rcout, cin/groups, *kernel)
+    local x = self
+    local any_stride = false
+    for j = 1, n do any_stride = any_stride or s[j] > 1 end
+    if any_stride then
+      local lead = { x.shape[1], x.shape[2] }
+      local a, p, m, sh = { lead[1], lead[2] }, { { 0, 0 }, { 0, 0 } }, { lead[1], lead[2] }, { { 0, lead[1] }, { 0, lead[2] } }
+      for j = 1, n do
+        local i = x.shape[2 + j]
+        a[#a + 1] = i; a[#a + 1] = 1
+        p[#p + 1] = { 0, 0 }; p[#p + 1] = { 0, s[j] - 1 }
+        m[#m + 1] = i * s[j]
+        sh[#sh + 1] = { 0, (i - 1) * s[j] + 1 }
+      end
+      x = C.pad(x:reshape(a), p):reshape(m):shrink(sh)
+    end
+    local flat = {}
+    for j = n, 1, -1 do
+      local pB, pA = pair_of(pads, n, j)
+      flat[#flat + 1] = (hw[j] - 1) * d[j] - pB
+      flat[#flat + 1] = (hw[j] - 1) * d[j] - pA + op[j]
+    end
+    return x:conv2d(wt, b, { groups = groups, dilation = d, padding = flat })
+  end)
+
+-- x:linear(weight [, bias, dtype]) = x @ weight + bias, with weight (in, out) as in tinygrad
+-- (nn.Linear stores (out, in) and passes weight.T)
+def("linear", { "self", "weight", "bias", "dtype" }, function(self, w, b, dtype)
+  local y = w.ndim == 1 and self * w or self:matmul(w, false, dtype)
   if b then y = y + b end
   return y
-end
+end)
 
 -- ---------------------------------------------------------------- normalization
 
--- x:layernorm([axis=-1, eps=1e-5]): zero mean, unit variance over axis
-function T.layernorm(x, axis, eps)
+def("layernorm", { "self", "axis", "eps" }, function(self, axis, eps)
   axis, eps = axis or -1, eps or 1e-5
-  local y = x - x:mean(axis, true)
+  local y = self - self:mean(axis, true)
   return y * ((y * y):mean(axis, true) + eps):rsqrt()
-end
+end)
 
--- x:batchnorm(weight, bias, mean, invstd): (x - mean) * invstd * weight + bias over channel 1
-function T.batchnorm(x, weight, bias, mean, invstd)
-  local shape = { 1, -1 }
-  for _ = 3, x.ndim do shape[#shape + 1] = 1 end
-  local y = (x - mean:reshape(shape)) * invstd:reshape(shape)
-  if weight then y = y * weight:reshape(shape) end
-  if bias then y = y + bias:reshape(shape) end
-  return y
-end
+-- x:batchnorm(weight, bias, mean, invstd [, axis=1]): (x - mean) * invstd * weight + bias
+def("batchnorm", { "self", "weight", "bias", "mean", "invstd", "axis" }, function(self, weight, bias, mean, invstd, axis)
+  local ax = T._axes("batchnorm", self, axis or 1)
+  local on = {}
+  for _, a in ipairs(ax) do on[a] = true end
+  local shape = {}
+  for i = 0, self.ndim - 1 do shape[i + 1] = on[i] and self.shape[i + 1] or 1 end
+  local x = self - mean:reshape(shape)
+  if weight then x = x * weight:reshape(shape) end
+  local r = x * (invstd.ndim == #ax and invstd:reshape(shape) or invstd)
+  if bias then r = r + bias:reshape(shape) end
+  return r
+end)
 
 -- ---------------------------------------------------------------- randomness
 
--- x:dropout([p=0.5]): zero each element with probability p while Tensor.training is set
-function T.dropout(x, p)
+def("dropout", { "self", "p" }, function(self, p)
   p = p or 0.5
-  if not Tensor.training or p == 0 then return x end
-  local keep = Tensor.rand(table.unpack(x.shape)):ge(p)
-  return keep:where(x, 0) * (1 / (1 - p))
+  if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be in [0, 1]", 0) end
+  if not Tensor.training or p == 0 then return self end
+  local keep = Tensor.rand(self.shape):ge(p)
+  return keep:where(self, 0) / (1 - p)
+end)
+
+-- ---------------------------------------------------------------- picking and losses
+
+-- x:one_hot([num_classes=max+1]) -> int32 rows with a 1 at each id (tinygrad's dtype)
+def("one_hot", { "self", "num_classes" }, function(self, n)
+  if not dtypes.is_int(self.dtype) then error("one_hot: expects an int tensor, got " .. self.dtype, 0) end
+  if n == nil or n == -1 then n = self:numel() > 0 and (self:max() + 1):item() or 0 end
+  if math.type(n) ~= "integer" or n < 0 then error("one_hot: num_classes must be a non-negative integer", 0) end
+  return self:unsqueeze(-1):eq(T.arange(n)):where(1, 0)
+end)
+
+local function reduce_loss(name, x, reduction)
+  reduction = reduction or "mean"
+  if reduction == "mean" then return x:mean() end
+  if reduction == "sum" then return x:sum() end
+  if reduction == "none" then return x end
+  error(("%s: reduction must be 'mean', 'sum' or 'none', got %s"):format(name, tostring(reduction)), 0)
 end
 
--- ---------------------------------------------------------------- losses
+def("binary_crossentropy", { "self", "Y", "reduction" }, function(self, Y, reduction)
+  return reduce_loss("binary_crossentropy", -Y * self:log() - (1 - Y) * (1 - self):log(), reduction)
+end)
+def("binary_crossentropy_logits", { "self", "Y", "reduction" }, function(self, Y, reduction)
+  return reduce_loss("binary_crossentropy_logits", self:maximum(0) - Y * self + (1 + (-self:abs()):exp()):log(), reduction)
+end)
 
--- logits:sparse_categorical_crossentropy(labels [, {label_smoothing=0, ignore_index=-1}])
-function T.sparse_categorical_crossentropy(x, y, o)
-  o = opts(o)
-  local ls = o.label_smoothing or 0
-  local n = x.shape[x.ndim]
-  local logp = x:log_softmax(-1)
-  local mask = y:ne(o.ignore_index or -1)
-  local hot = y:unsqueeze(-1):eq(T.arange(n):reshape(concat(ones_list(y.ndim), { n })))
-  hot = hot:cast(logp.dtype) * mask:unsqueeze(-1):cast(logp.dtype)
-  local count = mask:cast(logp.dtype):sum()
-  local nll = -(logp * hot):sum()
-  if ls == 0 then return nll / count end
-  local smooth = -(logp:mean(-1) * mask:cast(logp.dtype)):sum()
-  return ((1 - ls) * nll + ls * smooth) / count
-end
+-- logits:sparse_categorical_crossentropy(Y [, ignore_index=-1, label_smoothing=0, reduction="mean"]).
+-- As tinygrad, ignore_index=-1 ignores nothing; "mean" divides by the count of counted labels.
+def("sparse_categorical_crossentropy", { "self", "Y", "ignore_index", "label_smoothing", "reduction" },
+  function(self, Y, ignore_index, ls, reduction)
+    ignore_index, ls, reduction = ignore_index or -1, ls or 0.0, reduction or "mean"
+    if ls < 0 or ls > 1 then error("sparse_categorical_crossentropy: label_smoothing must be in [0, 1]", 0) end
+    if reduction ~= "mean" and reduction ~= "sum" and reduction ~= "none" then
+      error(("sparse_categorical_crossentropy: reduction must be 'mean', 'sum' or 'none', got %s"):format(tostring(reduction)), 0)
+    end
+    if not is_tensor(Y) then error("sparse_categorical_crossentropy: Y must be a Tensor of class ids", 0) end
+    local n = self.shape[self.ndim]
+    local logp = self:log_softmax(-1)
+    local mask = ignore_index ~= -1 and Y:ne(ignore_index) or T.ones_like(Y, { dtype = "bool" })
+    local hot = Y:unsqueeze(-1):eq(T.arange(n)):bitwise_and(mask:unsqueeze(-1))
+    local smoothing = ls * (logp:mean(-1) * mask)
+    local unreduced = (1 - ls) * hot:where(logp, 0):sum(-1) + smoothing
+    if reduction == "mean" then return -(unreduced:sum() / mask:sum()) end
+    if reduction == "sum" then return -unreduced:sum() end
+    return -unreduced
+  end)
 
--- logits:cross_entropy(target [, {label_smoothing=0}]): target is class ids (int) or probabilities
-function T.cross_entropy(x, y, o)
-  if not dtypes.is_float(y.dtype) then return x:sparse_categorical_crossentropy(y, o) end
-  o = opts(o)
-  local ls = o.label_smoothing or 0
-  local n = x.shape[x.ndim]
-  if ls > 0 then y = y * (1 - ls) + ls / n end
-  return -(x:log_softmax(-1) * y):sum(-1):mean()
-end
+-- logits:cross_entropy(Y [, reduction, label_smoothing]): classes on dim 1, as tinygrad; Y holds
+-- class ids (int) or probabilities (float, same shape as the logits)
+def("cross_entropy", { "self", "Y", "reduction", "label_smoothing" }, function(self, Y, reduction, ls)
+  ls = ls or 0.0
+  if ls < 0 or ls > 1 then error("cross_entropy: label_smoothing must be in [0, 1]", 0) end
+  local ax = self.ndim > 1 and 1 or 0
+  if Y.ndim < 2 and self.ndim >= 2 then Y = Y:one_hot(self.shape[2]) end
+  local c = self.shape[ax + 1]
+  Y = (1 - ls) * Y + ls / c
+  return reduce_loss("cross_entropy", -self:log_softmax(ax):mul(Y):sum(ax), reduction)
+end)
 
--- probs:binary_crossentropy(target), logits:binary_crossentropy_logits(target)
-function T.binary_crossentropy(p, y)
-  return -(y * p:log() + (1 - y) * (1 - p):log()):mean()
-end
-function T.binary_crossentropy_logits(x, y)
-  -- (1 - y) * x + log(1 + e^-x), stable for large |x|
-  return ((1 - y) * x + (-x):softplus()):mean()
-end
+def("nll_loss", { "self", "Y", "weight", "ignore_index", "reduction" }, function(self, Y, weight, ignore_index, reduction)
+  local w = weight and weight[Y] or T.ones_like(Y, { dtype = self.dtype })
+  local mw = ignore_index and w * Y:ne(ignore_index) or w
+  local safe = ignore_index and Y:ne(ignore_index):where(Y, 0) or Y
+  local nll = -self:gather(1, safe:unsqueeze(1)):squeeze(1) * mw
+  if (reduction or "mean") == "mean" then return nll:sum() / mw:sum() end
+  return reduce_loss("nll_loss", nll, reduction)
+end)
 
-function T.mse(x, y) return ((x - y) * (x - y)):mean() end
+-- q:scaled_dot_product_attention(k, v [, attn_mask, dropout_p, is_causal])
+def("scaled_dot_product_attention", { "self", "key", "value", "attn_mask", "dropout_p", "is_causal" },
+  function(self, key, value, attn_mask, dropout_p, is_causal)
+    local qk = self:matmul(key:transpose(-2, -1)) / math.sqrt(self.shape[self.ndim])
+    if is_causal then
+      if attn_mask then error("scaled_dot_product_attention: attn_mask and is_causal=true cannot both be set", 0) end
+      attn_mask = T.ones_like(qk, { dtype = "bool" }):tril()
+    end
+    if attn_mask then
+      if attn_mask.dtype == "bool" then attn_mask = attn_mask:where(0, -math.huge) end
+      qk = qk + attn_mask
+    end
+    return qk:softmax(-1):dropout(dropout_p or 0):matmul(value)
+  end)
+
+-- kept for code written before tinygrad's names: ((x - y)^2).mean()
+def("mse", { "self", "Y" }, function(self, Y) return (self - Y):square():mean() end)
 
 return T

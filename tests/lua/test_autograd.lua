@@ -107,7 +107,7 @@ check("conv2d (groups 2, dilation 2)", function(x, w) return x:conv2d(w, { group
 check("max_pool2d", function(x) return x:max_pool2d(2) end, { { 1, 2, 4, 4 } })
 check("max_pool2d overlapping (3, stride 1)", function(x) return x:max_pool2d(3, { stride = 1 }) end, { { 1, 1, 4, 4 } })
 check("avg_pool2d", function(x) return x:avg_pool2d(2, { stride = 1 }) end, { { 1, 1, 3, 3 } })
-check("linear", function(x, w, b) return x:linear(w, b) end, { { 2, 3 }, { 4, 3 }, { 4 } })
+check("linear", function(x, w, b) return x:linear(w, b) end, { { 2, 3 }, { 3, 4 }, { 4 } })
 check("layernorm", function(x) return x:layernorm() end, { { 2, 5 } })
 check("batchnorm", function(x, w, b, m, v) return x:batchnorm(w, b, m, v) end, { { 2, 3, 2, 2 }, { 3 }, { 3 }, { 3 }, { 3 } },
   { nil, nil, nil, nil, pos })

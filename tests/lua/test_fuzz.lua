@@ -958,7 +958,7 @@ OPS.pad = function(st, depth, S, isbool)
   local a = gen(st, depth - 1, C, isbool)
   local value = (not isbool and R.chance(0.2)) and R.pick { 1.5, -1.0, 2.0 } or nil
   local ref = Ref.pad(a.r, prs, value)
-  local tmpl = "$1:pad(" .. pairs_text(prs, #S) .. (value and (", " .. fmt(value)) or "") .. ")"
+  local tmpl = "$1:pad(" .. pairs_text(prs, #S) .. (value and (", {value=" .. fmt(value) .. "}") or "") .. ")"
   return apply(tmpl, { a }, ref)
 end
 

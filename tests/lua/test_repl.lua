@@ -106,7 +106,7 @@ test(":help lists the commands and documents methods", function()
   local out, err, code = session({ ":help", ":help relu", ":help Tensor.zeros", ":help :src", ":help shape" })
   assert(code == 0, err)
   for _, c in ipairs(help.commands) do check(out, c[2], c[3]) end
-  check(out, "x:relu()\n  max(x, 0)", "Tensor.zeros(d1", ":src EXPR   (Lua: show.src(x))", "x.shape")
+  check(out, "x:relu()\n  max(x, 0)", "Tensor.zeros(..., {dtype=, device=, requires_grad=})", ":src EXPR   (Lua: show.src(x))", "x.shape")
   out, err, code = session({ ":help nosuchthing" })
   assert(code == 1 and has(err, "no help for 'nosuchthing'"), err)
 end)
@@ -169,13 +169,14 @@ test("completion of globals, table fields and tensor members", function()
   x_for_completion = Tensor{1, 2}
   local c, part = repl.complete("x_for_completion:re")
   assert(part == "re")
-  H.same(c, { "realize", "realize_all", "reciprocal", "relu", "requires_grad_", "reshape" })
+  H.same(c, { "realize", "realize_all", "reciprocal", "relu", "relu6", "repeat", "repeat_", "repeat_interleave",
+    "replace", "requires_grad_", "reshape" })
   c = repl.complete("x_for_completion.sh") -- '.' offers properties and methods
   H.same(c, { "shape", "shrink" })
   c = repl.complete("x_for_completion:sh") -- ':' offers methods only
   H.same(c, { "shrink" })
   c = repl.complete("y = Tensor.ze")
-  H.same(c, { "zeros" })
+  H.same(c, { "zeros", "zeros_like" })
   c = repl.complete("x_for_completion.uop.s")
   H.same(c, { "shape", "src" })
   c = repl.complete("print(sho")

@@ -1,0 +1,37 @@
+-- args: keyword arguments for every Tensor function, in one place. tinygrad's
+-- `x.max_pool2d(3, stride=2)` is `x:max_pool2d(3, {stride=2})` or `x:max_pool2d{kernel_size=3, stride=2}`:
+-- a trailing plain table with a string key is a keyword table. wrap() (interp/bind_args.cpp)
+-- turns it into positional arguments by parameter name, and rejects unknown names and names
+-- given twice, so a typo is an error and never a silently ignored option. It also reports errors
+-- raised inside stdlib/ at the caller's line.
+local M = {}
+
+-- wrap(name, params, fn): params lists the parameter names in order ("self" first for a
+-- method). A "..." entry collects the remaining positional arguments into one list (with .n),
+-- passed in its place; the names after it are keyword-only. fn receives exactly the positional
+-- parameters; a missing one is nil.
+M.wrap = require("mgargs").wrap
+
+M.params = {} -- name -> parameter names, for :help
+
+-- The C++ bindings as they were before any Lua wrapped them (taken when this module loads,
+-- which stdlib/tensor_ext.lua does first): wrappers call these, never themselves.
+M.raw = {}
+for k, v in pairs(Tensor) do M.raw[k] = v end
+
+-- Wraps T[name] (a C++ binding) in place, with the given parameter names.
+function M.sign(T, name, params)
+  local f = rawget(T, name)
+  assert(f, "args.sign: no Tensor." .. name)
+  M.params[name] = params
+  T[name] = M.wrap(name, params, f)
+end
+
+-- Defines T[name] = wrap(fn) and records its parameter names for :help.
+function M.def(T, name, params, fn)
+  M.params[name] = params
+  T[name] = M.wrap(name, params, fn)
+  return T[name]
+end
+
+return M

@@ -1,0 +1,218 @@
+-- tensor_create: the creation and random functions with tinygrad's parameters
+-- (Tensor.zeros(2, 3, {dtype="int32"}), Tensor.full_like(x, 7), Tensor.randint(4, {high=9}), ...).
+local args = require "args"
+local T, C = Tensor, args.raw
+local def = function(name, params, fn) return args.def(T, name, params, fn) end
+
+local function is_dtype(s)
+  return type(s) == "string" and pcall(dtypes.itemsize, s)
+end
+
+-- nil, or the name of a device that exists (any case); the engine makes tensors there.
+local function check_device(name, device)
+  if device == nil then return end
+  if type(device) ~= "string" then error(("%s: device must be a string, got %s"):format(name, type(device)), 0) end
+  for _, d in ipairs(Device.names()) do
+    if d:upper() == device:upper() then
+      if d:upper() ~= Device.DEFAULT:upper() then
+        error(("%s: making tensors on %s is not supported yet (the default device is %s)"):format(name, d,
+          Device.DEFAULT), 0)
+      end
+      return
+    end
+  end
+  error(("%s: unknown device '%s' (known: %s)"):format(name, device, table.concat(Device.names(), ", ")), 0)
+end
+
+local function finish(t, requires_grad)
+  if requires_grad ~= nil then t:requires_grad_(requires_grad) end
+  return t
+end
+
+-- zeros(2, 3) and zeros({2, 3}) give the same shape list. A dtype name after the dims is the
+-- dtype (zeros(2, 3, "int32")): dims are integers, so it cannot be mistaken.
+local function shape_of(name, rest, dtype)
+  if rest.n > 0 and type(rest[rest.n]) == "string" and dtype == nil then
+    dtype = rest[rest.n]
+    rest = { n = rest.n - 1, table.unpack(rest, 1, rest.n - 1) }
+  end
+  local s = rest
+  if rest.n == 1 and type(rest[1]) == "table" then s = rest[1] end
+  local out = {}
+  for i = 1, (s.n or #s) do
+    local d = s[i]
+    if math.type(d) ~= "integer" then
+      error(("%s: dimension %d must be an integer, got %s"):format(name, i, tostring(d)), 0)
+    end
+    out[i] = d
+  end
+  return out, dtype
+end
+
+-- Tensor(data [, device] [, {dtype=, device=, requires_grad=}]). A dtype name in the device slot
+-- is taken as the dtype (Tensor({1, 2}, "float64")): no device is named like a dtype.
+local raw_call = getmetatable(T).__call
+getmetatable(T).__call = args.wrap("Tensor", { "cls", "data", "device", "dtype", "requires_grad" },
+  function(_, data, device, dtype, requires_grad)
+    if dtype == nil and is_dtype(device) then device, dtype = nil, device end
+    check_device("Tensor", device)
+    return finish(dtype and raw_call(T, data, dtype) or raw_call(T, data), requires_grad)
+  end)
+
+for _, name in ipairs({ "zeros", "ones", "empty" }) do
+  local f = C[name]
+  def(name, { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, requires_grad)
+    check_device(name, device)
+    local shape
+    shape, dtype = shape_of(name, rest, dtype)
+    return finish(dtype and f(shape, dtype) or f(shape), requires_grad)
+  end)
+end
+
+def("full", { "shape", "fill_value", "dtype", "device", "requires_grad" }, function(shape, v, dtype, device, rg)
+  check_device("full", device)
+  if type(shape) ~= "table" then shape = { shape } end
+  return finish(dtype and C.full(shape, v, dtype) or C.full(shape, v), rg)
+end)
+
+def("arange", { "start", "stop", "step", "dtype", "device", "requires_grad" }, function(start, stop, step, dtype, device, rg)
+  check_device("arange", device)
+  local a = { start }
+  if stop ~= nil then a[2] = stop end
+  if step ~= nil then a[2] = stop or error("arange: step given without stop", 0); a[3] = step end
+  if dtype then a[#a + 1] = dtype end
+  return finish(C.arange(table.unpack(a)), rg)
+end)
+
+def("linspace", { "start", "stop", "steps", "dtype", "device", "requires_grad" }, function(start, stop, steps, dtype, device, rg)
+  check_device("linspace", device)
+  if math.type(steps) ~= "integer" or steps < 0 then
+    error(("linspace: steps must be a non-negative integer, got %s"):format(tostring(steps)), 0)
+  end
+  dtype = dtype or "float32"
+  if dtype == "bool" then error("linspace: bool dtype is not supported", 0) end
+  local r
+  if steps == 1 then
+    r = T.full({ 1 }, start, dtype)
+  else
+    r = (T.arange(steps):cast("float64") * ((stop - start) / (steps - 1)) + start):cast(dtype)
+  end
+  return finish(r, rg)
+end)
+
+def("eye", { "n", "m", "dtype", "device", "requires_grad" }, function(n, m, dtype, device, rg)
+  check_device("eye", device)
+  if math.type(n) ~= "integer" or n < 0 or (m ~= nil and (math.type(m) ~= "integer" or m < 0)) then
+    error(("eye: n and m must be non-negative integers, got %s, %s"):format(tostring(n), tostring(m)), 0)
+  end
+  local x = dtype and C.eye(n, dtype) or C.eye(n)
+  if m and m > n then x = x:pad({ { 0, 0 }, { 0, m - n } }) elseif m and m < n then x = x:shrink({ { 0, n }, { 0, m } }) end
+  return finish(x, rg)
+end)
+
+-- ---------------------------------------------------------------- *_like
+
+local like_params = { "self", "dtype", "device", "requires_grad" }
+def("full_like", { "self", "fill_value", "dtype", "device", "requires_grad" }, function(self, v, dtype, device, rg)
+  return T.full(self.shape, v, dtype or self.dtype, device, rg)
+end)
+def("zeros_like", like_params, function(self, dtype, device, rg) return T.full_like(self, 0, dtype, device, rg) end)
+def("ones_like", like_params, function(self, dtype, device, rg) return T.full_like(self, 1, dtype, device, rg) end)
+def("rand_like", like_params, function(self, dtype, device, rg)
+  local d = dtype or self.dtype
+  return T.rand(self.shape, { dtype = dtypes.is_float(d) and d or "float32", device = device, requires_grad = rg })
+end)
+def("randn_like", like_params, function(self, dtype, device, rg)
+  local d = dtype or self.dtype
+  return T.randn(self.shape, { dtype = dtypes.is_float(d) and d or "float32", device = device, requires_grad = rg })
+end)
+
+-- ---------------------------------------------------------------- random
+
+def("manual_seed", { "seed" }, function(seed)
+  if math.type(seed) ~= "integer" then error(("manual_seed: seed must be an integer, got %s"):format(tostring(seed)), 0) end
+  return C.manual_seed(seed)
+end)
+
+for _, name in ipairs({ "rand", "randn" }) do
+  local f = C[name]
+  def(name, { "...", "dtype", "device", "requires_grad", "contiguous" }, function(rest, dtype, device, rg)
+    check_device(name, device)
+    local shape
+    shape, dtype = shape_of(name, rest, dtype)
+    if dtype and not dtypes.is_float(dtype) then
+      error(("%s: dtype must be a float type, got %s"):format(name, tostring(dtype)), 0)
+    end
+    return finish(dtype and f(shape, dtype) or f(shape), rg)
+  end)
+end
+
+def("uniform", { "...", "low", "high", "dtype", "device", "requires_grad" }, function(rest, low, high, dtype, device, rg)
+  low, high = low or 0.0, high or 1.0
+  local r = ((high - low) * T.rand(shape_of("uniform", rest), { device = device })):cast(dtype or "float32") + low
+  return finish(r, rg)
+end)
+
+def("randint", { "...", "low", "high", "dtype", "device", "requires_grad" }, function(rest, low, high, dtype, device, rg)
+  low, high, dtype = low or 0, high or 10, dtype or "int32"
+  if math.type(low) ~= "integer" or math.type(high) ~= "integer" then
+    error("randint: low and high must be integers", 0)
+  end
+  if not dtypes.is_int(dtype) then error(("randint: dtype must be an int type, got %s"):format(dtype), 0) end
+  local r = ((high - low) * T.rand(shape_of("randint", rest), { device = device })):cast(dtype) + low
+  return finish(r, rg)
+end)
+
+def("normal", { "...", "mean", "std", "dtype", "device", "requires_grad" }, function(rest, mean, std, dtype, device, rg)
+  local r = (std or 1.0) * T.randn(shape_of("normal", rest), { dtype = dtype, device = device }) + (mean or 0.0)
+  return finish(r, rg)
+end)
+
+local function fan_shape(name, rest)
+  local s = shape_of(name, rest)
+  local p = 1
+  for i = 2, #s do p = p * s[i] end
+  return s, p
+end
+def("scaled_uniform", { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, rg)
+  local s, p = fan_shape("scaled_uniform", rest)
+  local n = (s[1] or 1) * p
+  return finish(T.uniform(s, { low = -1.0, high = 1.0, dtype = dtype, device = device }) * (n ^ -0.5), rg)
+end)
+def("glorot_uniform", { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, rg)
+  local s, p = fan_shape("glorot_uniform", rest)
+  return finish(T.uniform(s, { low = -1.0, high = 1.0, dtype = dtype, device = device }) * math.sqrt(6 / ((s[1] or 1) + p)), rg)
+end)
+def("kaiming_uniform", { "...", "a", "dtype", "device", "requires_grad" }, function(rest, a, dtype, device, rg)
+  local s, p = fan_shape("kaiming_uniform", rest)
+  a = a or 0.01
+  local bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a * a)) / math.sqrt(p)
+  return finish(T.uniform(s, { low = -bound, high = bound, dtype = dtype, device = device }), rg)
+end)
+def("kaiming_normal", { "...", "a", "dtype", "device", "requires_grad" }, function(rest, a, dtype, device, rg)
+  local s, p = fan_shape("kaiming_normal", rest)
+  a = a or 0.01
+  local std = math.sqrt(2.0 / (1 + a * a)) / math.sqrt(p)
+  return finish(T.normal(s, { mean = 0.0, std = std, dtype = dtype, device = device }), rg)
+end)
+
+def("randperm", { "n", "device", "dtype", "requires_grad" }, function(n, device, dtype, rg)
+  if math.type(n) ~= "integer" or n < 0 then error(("randperm: n must be a non-negative integer, got %s"):format(tostring(n)), 0) end
+  local _, idx = T.rand(n, { device = device }):sort()
+  return finish(idx:cast(dtype or "int32"), rg)
+end)
+
+def("multinomial", { "self", "num_samples", "replacement" }, function(self, num_samples, replacement)
+  num_samples = num_samples or 1
+  if self.ndim < 1 or self.ndim > 2 then error("multinomial: needs a 1-d or 2-d tensor of weights", 0) end
+  if math.type(num_samples) ~= "integer" or num_samples < 1 then error("multinomial: num_samples must be a positive integer", 0) end
+  if not replacement and num_samples ~= 1 then error("multinomial: without replacement only num_samples=1 is supported", 0) end
+  local w = self.ndim == 1 and self:unsqueeze(0) or self
+  local cw = w:cumsum(1):float()
+  local cdf = cw / cw[{ {}, -1 }]:unsqueeze(1)
+  local u = T.rand(num_samples, cdf.shape[1], 1)
+  local idx = u:expand(-1, -1, cdf.shape[2]):ge(cdf):sum(2):permute(1, 0)
+  return (self.ndim == 1 and idx:squeeze(0) or idx):cast("int32")
+end)
+
+return T
