@@ -13,7 +13,7 @@ namespace mg::lua {
 namespace {
 
 // upvalues of a wrapped function
-enum Up { kName = 1, kParams, kFn, kVararg, kAccepted };
+enum Up { kName = 1, kParams, kFn, kVararg, kAccepted, kKwRest };
 
 // A plain table (no metatable) with at least one string key.
 bool plain_kwargs(lua_State* L, int idx) {
@@ -68,6 +68,7 @@ int wrapped(lua_State* L) {
   const char* name = lua_tostring(L, lua_upvalueindex(kName));
   int nparams = static_cast<int>(lua_rawlen(L, lua_upvalueindex(kParams)));
   int vararg = static_cast<int>(lua_tointeger(L, lua_upvalueindex(kVararg)));
+  int kwrest = static_cast<int>(lua_tointeger(L, lua_upvalueindex(kKwRest)));
   int n = lua_gettop(L);
   bool kw = n > 0 && plain_kwargs(L, n);
   lua_rawgeti(L, lua_upvalueindex(kParams), 1);
@@ -112,6 +113,19 @@ int wrapped(lua_State* L) {
             pos = i;
           lua_pop(L, 1);
         }
+      if (!pos && kwrest && key) { // f(..., **rest): other names go to one table
+        if (lua_rawgeti(L, out, kwrest) == LUA_TNIL) {
+          lua_pop(L, 1);
+          lua_newtable(L);
+          lua_pushvalue(L, -1);
+          lua_rawseti(L, out, kwrest);
+        }
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -3);
+        lua_rawset(L, -3);
+        lua_pop(L, 2);
+        continue;
+      }
       if (!pos)
         return luaL_error(L, "%s: unknown keyword '%s' (accepted: %s)", name, luaL_tolstring(L, -2, nullptr),
                           lua_tostring(L, lua_upvalueindex(kAccepted)));
@@ -138,14 +152,16 @@ int args_wrap(lua_State* L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TFUNCTION);
   int nparams = static_cast<int>(lua_rawlen(L, 2));
-  int vararg = 0;
+  int vararg = 0, kwrest = 0;
   std::string accepted;
   for (int i = 1; i <= nparams; i++) {
     lua_rawgeti(L, 2, i);
     const char* p = luaL_checkstring(L, -1);
     if (std::strcmp(p, "...") == 0)
       vararg = i;
-    else if (std::strcmp(p, "self") != 0)
+    else if (std::strncmp(p, "**", 2) == 0)
+      kwrest = i;
+    else if (std::strcmp(p, "self") != 0 && std::strncmp(p, "**", 2) != 0)
       accepted += (accepted.empty() ? "" : ", ") + std::string(p);
     lua_pop(L, 1);
   }
@@ -154,7 +170,8 @@ int args_wrap(lua_State* L) {
   lua_pushvalue(L, 3);
   lua_pushinteger(L, vararg);
   lua_pushstring(L, accepted.empty() ? "no arguments" : accepted.c_str());
-  lua_pushcclosure(L, wrapped, 5);
+  lua_pushinteger(L, kwrest);
+  lua_pushcclosure(L, wrapped, 6);
   return 1;
 }
 

@@ -34,4 +34,21 @@ function M.def(T, name, params, fn)
   return T[name]
 end
 
+-- A function whose trailing options are named parameters too: options(name, {"self", "cin"},
+-- {"stride", "bias"}, body) accepts f(self, cin, 2, false), f(self, cin, {bias=false}) or
+-- f(self, {cin=3, stride=2}), rejects unknown names, and calls body(self, cin, o) with o the
+-- options as a table.
+function M.options(name, lead, names, body)
+  local params = { table.unpack(lead) }
+  for _, n in ipairs(names) do params[#params + 1] = n end
+  local nlead = #lead
+  return M.wrap(name, params, function(...)
+    local a = table.pack(...)
+    local o = {}
+    for i, n in ipairs(names) do o[n] = a[nlead + i] end
+    a[nlead + 1] = o
+    return body(table.unpack(a, 1, nlead + 1))
+  end)
+end
+
 return M

@@ -163,6 +163,7 @@ M.tensor = {
   log_softmax = "log of softmax, computed stably",
   sort = "sorted values and their indices along dim (two results; O(n^2) per row)",
   topk = "the k largest (or smallest) values and their indices along dim",
+  rearrange = "reshape and permute in einops notation: x:rearrange('b (c h) w -> b c h w', {h=2})",
   einsum = "Einstein summation: Tensor.einsum('ij,jk->ik', a, b)",
   matmul = "matrix product (a reshape, a broadcast multiply and a sum)",
   dot = "alias of matmul",

@@ -1,6 +1,7 @@
 -- nn: layers as plain Lua tables of tensors. A layer is called like a function (layer(x));
 -- its parameters are fields (layer.weight, layer.bias), so state.get_parameters finds them.
 -- Initialization follows tinygrad (and PyTorch): uniform in +-1/sqrt(fan_in).
+local args = require "args"
 local nn = {}
 
 -- A class: nn.Linear(3, 4) makes an instance; instance(x) runs its forward.
@@ -11,7 +12,10 @@ local function class(name)
   c.__tostring = function(self) return name .. (self.describe and self:describe() or "") end
   setmetatable(c, { __call = function(cls, ...)
     local o = setmetatable({}, cls)
-    o:init(...)
+    -- init is an args wrapper called from pcall (a C function), so its errors carry no position:
+    -- give them the caller's line
+    local ok, err = pcall(o.init, o, ...)
+    if not ok then error(err, 2) end
     return o
   end })
   return c
@@ -28,25 +32,28 @@ local function pair(v) return type(v) == "table" and v or { v, v } end
 -- ---------------------------------------------------------------- Linear, Conv2d
 
 nn.Linear = class("Linear")
-function nn.Linear:init(cin, cout, bias)
+nn.Linear.init = args.options("nn.Linear", { "self", "in_features", "out_features" }, { "bias" },
+function(self, cin, cout, o)
+  local bias = o.bias
   local bound = 1 / math.sqrt(cin)
   self.weight = param(uniform({ cout, cin }, bound))
   if bias ~= false then self.bias = param(uniform({ cout }, bound)) end
-end
+end)
 function nn.Linear:forward(x) return x:linear(self.weight.T, self.bias) end
 function nn.Linear:describe() return ("(%d -> %d)"):format(self.weight.shape[2], self.weight.shape[1]) end
 
 -- nn.Conv2d(cin, cout, kernel [, {stride=1, padding=0, dilation=1, groups=1, bias=true}])
 nn.Conv2d = class("Conv2d")
-function nn.Conv2d:init(cin, cout, kernel, o)
-  o = o or {}
+nn.Conv2d.init = args.options("nn.Conv2d", { "self", "in_channels", "out_channels", "kernel_size" },
+  { "stride", "padding", "dilation", "groups", "bias" },
+function(self, cin, cout, kernel, o)
   local k = pair(kernel)
   self.stride, self.padding, self.dilation, self.groups = o.stride or 1, o.padding or 0, o.dilation or 1, o.groups or 1
   local fan_in = (cin // self.groups) * k[1] * k[2]
   local bound = 1 / math.sqrt(fan_in)
   self.weight = param(uniform({ cout, cin // self.groups, k[1], k[2] }, bound))
   if o.bias ~= false then self.bias = param(uniform({ cout }, bound)) end
-end
+end)
 function nn.Conv2d:forward(x)
   return x:conv2d(self.weight, self.bias,
     { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups })
@@ -58,15 +65,16 @@ end
 
 -- nn.ConvTranspose2d(cin, cout, kernel [, {stride, padding, output_padding, dilation, groups, bias}])
 nn.ConvTranspose2d = class("ConvTranspose2d")
-function nn.ConvTranspose2d:init(cin, cout, kernel, o)
-  o = o or {}
+nn.ConvTranspose2d.init = args.options("nn.ConvTranspose2d", { "self", "in_channels", "out_channels", "kernel_size" },
+  { "stride", "padding", "output_padding", "dilation", "groups", "bias" },
+function(self, cin, cout, kernel, o)
   local k = pair(kernel)
   self.opts = { stride = o.stride or 1, padding = o.padding or 0, output_padding = o.output_padding or 0,
     dilation = o.dilation or 1, groups = o.groups or 1 }
   local bound = 1 / math.sqrt((cout // self.opts.groups) * k[1] * k[2])
   self.weight = param(uniform({ cin, cout // self.opts.groups, k[1], k[2] }, bound))
   if o.bias ~= false then self.bias = param(uniform({ cout }, bound)) end
-end
+end)
 function nn.ConvTranspose2d:forward(x) return x:conv_transpose2d(self.weight, self.bias, self.opts) end
 
 -- ---------------------------------------------------------------- normalization
@@ -77,8 +85,8 @@ function nn.ConvTranspose2d:forward(x) return x:conv_transpose2d(self.weight, se
 nn.BatchNorm = class("BatchNorm")
 nn.BatchNorm2d = nn.BatchNorm
 local pending = setmetatable({}, { __mode = "k" }) -- running stats assigned since the last step
-function nn.BatchNorm:init(c, o)
-  o = o or {}
+nn.BatchNorm.init = args.options("nn.BatchNorm", { "self", "sz" }, { "eps", "affine", "track_running_stats", "momentum" },
+function(self, c, o)
   self.eps, self.momentum = o.eps or 1e-5, o.momentum or 0.1
   if o.affine ~= false then
     self.weight = param(Tensor.ones(c))
@@ -89,7 +97,7 @@ function nn.BatchNorm:init(c, o)
     self.running_var = Tensor.ones(c):realize()
     self.num_batches_tracked = Tensor.zeros(1):realize()
   end
-end
+end)
 function nn.BatchNorm:forward(x)
   local axes = { 0 }
   for d = 2, x.ndim - 1 do axes[#axes + 1] = d end
@@ -126,15 +134,16 @@ end
 
 -- nn.LayerNorm(shape [, {eps=1e-5, affine=true}]): over the last #shape dims
 nn.LayerNorm = class("LayerNorm")
-function nn.LayerNorm:init(shape, o)
-  o = o or {}
+nn.LayerNorm.init = args.options("nn.LayerNorm", { "self", "normalized_shape" }, { "eps", "elementwise_affine" },
+function(self, shape, o)
+  o.affine = o.elementwise_affine
   self.shape = type(shape) == "table" and shape or { shape }
   self.eps = o.eps or 1e-5
   if o.affine ~= false then
     self.weight = param(Tensor.ones(self.shape))
     self.bias = param(Tensor.zeros(self.shape))
   end
-end
+end)
 function nn.LayerNorm:forward(x)
   local axes = {}
   for i = 1, #self.shape do axes[i] = -i end
@@ -146,14 +155,14 @@ end
 
 -- nn.GroupNorm(groups, channels [, {eps=1e-5, affine=true}])
 nn.GroupNorm = class("GroupNorm")
-function nn.GroupNorm:init(groups, c, o)
-  o = o or {}
+nn.GroupNorm.init = args.options("nn.GroupNorm", { "self", "num_groups", "num_channels" }, { "eps", "affine" },
+function(self, groups, c, o)
   self.groups, self.eps = groups, o.eps or 1e-5
   if o.affine ~= false then
     self.weight = param(Tensor.ones(c))
     self.bias = param(Tensor.zeros(c))
   end
-end
+end)
 function nn.GroupNorm:forward(x)
   local n, c = x.shape[1], x.shape[2]
   local y = x:reshape(n, self.groups, -1):layernorm(-1, self.eps):reshape(x.shape)
@@ -167,19 +176,20 @@ end
 
 -- nn.RMSNorm(dim [, {eps=1e-6}]): x / sqrt(mean(x^2) + eps) * weight
 nn.RMSNorm = class("RMSNorm")
-function nn.RMSNorm:init(dim, o)
-  o = o or {}
+nn.RMSNorm.init = args.options("nn.RMSNorm", { "self", "dim" }, { "eps" },
+function(self, dim, o)
   self.eps = o.eps or 1e-6
   self.weight = param(Tensor.ones(dim))
-end
+end)
 function nn.RMSNorm:forward(x) return x * ((x * x):mean(-1, true) + self.eps):rsqrt() * self.weight end
 
 -- nn.Embedding(vocab, dim): rows of a table picked by integer ids (a one-hot matmul)
 nn.Embedding = class("Embedding")
-function nn.Embedding:init(vocab, dim)
+nn.Embedding.init = args.options("nn.Embedding", { "self", "vocab_size", "embed_size" }, {},
+function(self, vocab, dim)
   self.vocab = vocab
   self.weight = param(Tensor.randn(vocab, dim))
-end
+end)
 function nn.Embedding:forward(ids) return ids:one_hot(self.vocab):matmul(self.weight) end
 
 -- nn.Sequential{layer_or_function, ...}: calls each in turn

@@ -3,6 +3,7 @@
 -- schedule, so the whole update runs as fused kernels (with the forward and backward it needs).
 -- The learning rate and the bias-correction powers are 1-element tensors, not Lua numbers:
 -- a number would be a constant in the kernels, and a new value would compile new kernels.
+local args = require "args"
 local optim = {}
 
 local Optimizer = {}
@@ -61,8 +62,7 @@ end
 -- optim.SGD(params [, {lr=0.001, momentum=0, nesterov=false, weight_decay=0}])
 local SGD = setmetatable({}, { __index = Optimizer })
 SGD.__index = SGD
-function optim.SGD(params, o)
-  o = o or {}
+optim.SGD = args.options("optim.SGD", { "params" }, { "lr", "momentum", "weight_decay", "nesterov" }, function(params, o)
   local self = new(SGD, params, o.lr or 0.001)
   self.momentum, self.nesterov, self.wd = o.momentum or 0, o.nesterov or false, o.weight_decay or 0
   if self.momentum ~= 0 then
@@ -70,7 +70,7 @@ function optim.SGD(params, o)
     for i, p in ipairs(self.params) do self.b[i] = buffer(self, p) end
   end
   return self
-end
+end)
 function SGD:update(i, p, g)
   if self.wd ~= 0 then g = g + p:detach() * self.wd end
   if self.b then
@@ -87,7 +87,6 @@ end
 local LAMB = setmetatable({}, { __index = Optimizer })
 LAMB.__index = LAMB
 local function lamb(params, o, adam, default_eps, default_wd)
-  o = o or {}
   local self = new(LAMB, params, o.lr or 0.001)
   self.b1, self.b2 = o.b1 or 0.9, o.b2 or 0.999
   self.eps, self.wd, self.adam = o.eps or default_eps, o.weight_decay or default_wd, adam
@@ -99,9 +98,10 @@ local function lamb(params, o, adam, default_eps, default_wd)
   end
   return self
 end
-function optim.LAMB(params, o) return lamb(params, o, false, 1e-6, 0) end
-function optim.Adam(params, o) return lamb(params, o, true, 1e-8, 0) end
-function optim.AdamW(params, o) return lamb(params, o, true, 1e-8, 0.01) end
+local adam_opts = { "lr", "b1", "b2", "eps", "weight_decay" }
+optim.LAMB = args.options("optim.LAMB", { "params" }, adam_opts, function(params, o) return lamb(params, o, false, 1e-6, 0) end)
+optim.Adam = args.options("optim.Adam", { "params" }, adam_opts, function(params, o) return lamb(params, o, true, 1e-8, 0) end)
+optim.AdamW = args.options("optim.AdamW", { "params" }, adam_opts, function(params, o) return lamb(params, o, true, 1e-8, 0.01) end)
 
 function LAMB:step(...)
   self.b1_t:assign(self.b1_t * self.b1)
@@ -130,8 +130,8 @@ end
 -- optim.OneCycle(opt, max_lr, total_steps [, {pct_start=0.25, div=25, final_div=1e4}]):
 -- warm up from max_lr/div to max_lr (cosine), then anneal to max_lr/final_div. Call :step()
 -- once per training step, before opt:step().
-function optim.OneCycle(opt, max_lr, total, o)
-  o = o or {}
+optim.OneCycle = args.options("optim.OneCycle", { "opt", "max_lr", "total_steps" }, { "pct_start", "div", "final_div" },
+function(opt, max_lr, total, o)
   local pct, div, final = o.pct_start or 0.25, o.div or 25, o.final_div or 1e4
   local s = { t = 0 }
   local function cos(a, b, f) return b + (a - b) * (1 + math.cos(math.pi * f)) / 2 end
@@ -145,6 +145,6 @@ function optim.OneCycle(opt, max_lr, total, o)
     s.t = s.t + 1
   end
   return s
-end
+end)
 
 return optim

@@ -509,6 +509,102 @@ def("interpolate", { "self", "size", "mode", "align_corners" }, function(self, s
   return x:cast(self.dtype)
 end)
 
+-- x:rearrange("b c h w -> b (c h) w" [, {h=2, ...}]): einops' notation for reshape and permute;
+-- ( ) groups dims, 1 is a new dim of size 1, "..." stands for the dims not named
+def("rearrange", { "self", "formula", "**sizes" }, function(self, formula, sizes)
+  sizes = sizes or {}
+  if type(formula) ~= "string" then error("rearrange: formula must be a string", 0) end
+  local lhs_s, rhs_s = formula:match("^(.-)%->(.*)$")
+  if not lhs_s or rhs_s:find("->", 1, true) then error("rearrange: the formula needs exactly one '->'", 0) end
+  local function parse(side)
+    local names, groups, open = {}, {}, nil
+    local text = side:gsub("%(", " ( "):gsub("%)", " ) ")
+    for tok in text:gmatch("%S+") do
+      if tok == "(" then
+        if open then error("rearrange: nested parentheses", 0) end
+        open = #names + 1
+      elseif tok == ")" then
+        if not open then error("rearrange: bracket mismatch", 0) end
+        groups[#groups + 1] = { open, #names }
+        open = nil
+      elseif tok == "1" then
+        groups[#groups + 1] = { #names + 1, #names } -- an empty group: a dim of size 1
+      else
+        if tok ~= "..." and not tok:match("^[%a][%w_]*$") then error(("rearrange: invalid axis name '%s'"):format(tok), 0) end
+        names[#names + 1] = tok
+      end
+    end
+    if open then error("rearrange: bracket mismatch", 0) end
+    return names, groups
+  end
+  local lhs, ugroups = parse(lhs_s)
+  local rhs, fgroups = parse(rhs_s)
+  local sl, sr, seen = {}, {}, {}
+  for _, n in ipairs(lhs) do
+    if seen[n] then error(("rearrange: '%s' appears twice"):format(n), 0) end
+    seen[n] = true; sl[#sl + 1] = n
+  end
+  for _, n in ipairs(rhs) do sr[#sr + 1] = n end
+  table.sort(sl); table.sort(sr)
+  if table.concat(sl, " ") ~= table.concat(sr, " ") then error("rearrange: the two sides name different axes", 0) end
+  for k in pairs(sizes) do
+    if not seen[k] then error(("rearrange: axis '%s' is not in the formula"):format(k), 0) end
+  end
+  -- "..." becomes as many names as the dims it stands for
+  local ell = 0
+  if seen["..."] then
+    local grouped = 0
+    for _, g in ipairs(ugroups) do grouped = grouped + (g[2] - g[1]) end
+    ell = self.ndim - #lhs + 1 + grouped
+    for _, g in ipairs(ugroups) do
+      for i = g[1], g[2] do if lhs[i] == "..." then error("rearrange: '...' cannot be inside ( ) on the left", 0) end end
+    end
+  end
+  local function expand_ell(list, groups)
+    local at
+    for i, n in ipairs(list) do if n == "..." then at = i end end
+    if not at then return list, groups end
+    local out = {}
+    for i = 1, at - 1 do out[#out + 1] = list[i] end
+    for j = 0, ell - 1 do out[#out + 1] = "..." .. j end
+    for i = at + 1, #list do out[#out + 1] = list[i] end
+    local g2 = {}
+    for _, g in ipairs(groups) do
+      local s, e = g[1], g[2]
+      if s > at then s = s + ell - 1 end
+      if e >= at then e = e + ell - 1 end
+      g2[#g2 + 1] = { s, e }
+    end
+    return out, g2
+  end
+  lhs, ugroups = expand_ell(lhs, ugroups)
+  rhs, fgroups = expand_ell(rhs, fgroups)
+  -- unflatten the left's groups (from the last, so earlier positions stay valid)
+  local t = self
+  for gi = #ugroups, 1, -1 do
+    local g = ugroups[gi]
+    local s = {}
+    for d = g[1], g[2] do s[#s + 1] = sizes[lhs[d]] or -1 end
+    local pos = g[1] - 1
+    for gj = 1, gi - 1 do pos = pos - (ugroups[gj][2] - ugroups[gj][1]) end
+    if #s == 0 then t = t:squeeze(pos) else t = t:unflatten(pos, s) end
+  end
+  if t.ndim ~= #lhs then error(("rearrange: the left side names %d dims, the tensor has %d"):format(#lhs, t.ndim), 0) end
+  for i, n in ipairs(lhs) do
+    if sizes[n] and sizes[n] ~= t.shape[i] then error(("rearrange: size given for '%s' is wrong"):format(n), 0) end
+  end
+  local index, order = {}, {}
+  for i, n in ipairs(lhs) do index[n] = i - 1 end
+  for i, n in ipairs(rhs) do order[i] = index[n] end
+  if #order > 0 then t = t:permute(order) end
+  -- flatten the right's groups, from the last
+  for gi = #fgroups, 1, -1 do
+    local g = fgroups[gi]
+    if g[1] <= g[2] then t = t:flatten(g[1] - 1, g[2] - 1) else t = t:unsqueeze(g[1] - 1) end
+  end
+  return t
+end)
+
 -- ---------------------------------------------------------------- indexing
 
 -- Tensor.newaxis in an index adds a dim of size 1 (Python's None; nil in a Lua table is a hole,

@@ -587,6 +587,11 @@ def add_cases():
   case("einsum_rowsum", "Tensor.einsum('ij->i', a)", lambda a: torch.einsum("ij->i", a), [R(3, 4)])
   case("einsum_outer", "Tensor.einsum('i,j->ij', a, b)", lambda a, b: torch.einsum("i,j->ij", a, b), [R(3), R(4)])
   case("einsum_batched", "Tensor.einsum('bij,bjk->bik', a, b)", lambda a, b: torch.einsum("bij,bjk->bik", a, b), [R(2, 3, 4), R(2, 4, 2)], atol=1e-5)
+  case("rearrange_merge", "a:rearrange('b c h -> b (c h)')", lambda a: a.reshape(2, 12), [R(2, 3, 4)])
+  case("rearrange_split_permute", "a:rearrange('b (c1 c2) h -> c1 b h c2', {c1=2})",
+       lambda a: a.reshape(2, 2, 3, 4).permute(1, 0, 3, 2), [R(2, 6, 4)])
+  case("rearrange_ellipsis_newdim", "a:rearrange('... h -> h 1 ...')",
+       lambda a: a.permute(2, 0, 1).unsqueeze(1), [R(2, 3, 4)])
   case("einsum_implicit", "Tensor.einsum('ij,jk', a, b)", lambda a, b: torch.einsum("ij,jk", a, b), [R(3, 4), R(4, 2)], atol=1e-5)
   case("einsum_list_operands", "Tensor.einsum('i,i->i', {a, b})", lambda a, b: torch.einsum("i,i->i", a, b), [R(5), R(5)])
   case("einsum_ellipsis", "Tensor.einsum('...ij,...jk->...ik', a, b)", lambda a, b: torch.einsum("...ij,...jk->...ik", a, b),
