@@ -21,6 +21,8 @@ int trampoline(lua_State* L) {
   std::string err;
   try {
     return b->fn(L);
+  } catch (const std::bad_alloc&) {
+    err = "out of memory (is the tensor larger than this machine can hold?)";
   } catch (const std::exception& e) {
     err = e.what();
   }

@@ -315,7 +315,7 @@ def("einsum", { "formula", "...", "dtype" }, function(formula, ops, dtype)
       if size[c] and size[c] ~= s and s ~= 1 and size[c] ~= 1 then
         error(("einsum: letter '%s' has sizes %d and %d"):format(c, size[c], s), 0)
       end
-      size[c] = math.max(size[c] or 1, s)
+      if size[c] == nil or size[c] == 1 then size[c] = s end -- a size 1 broadcasts
       uses[c] = (uses[c] or 0) + 1
     end
   end
