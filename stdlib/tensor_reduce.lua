@@ -50,7 +50,7 @@ end
 
 -- the reduced dims moved last and merged into one: (kept..., n)
 local function to_last(x, axes)
-  local rest, order, shape = {}, {}, {}
+  local order, shape = {}, {}
   local red = {}
   for _, a in ipairs(axes) do red[a] = true end
   for i = 0, x.ndim - 1 do
@@ -58,7 +58,7 @@ local function to_last(x, axes)
   end
   for _, a in ipairs(axes) do order[#order + 1] = a end
   shape[#shape + 1] = count(x, axes)
-  return x:permute(order):reshape(shape), rest
+  return x:permute(order):reshape(shape)
 end
 
 local function reduce_def(name, f)

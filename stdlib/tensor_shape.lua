@@ -186,7 +186,7 @@ end)
 
 -- ---------------------------------------------------------------- joining and splitting
 
-local function tensor_list(name, self, rest)
+local function tensor_list(self, rest)
   local ts = {}
   if not is_tensor(self) and type(self) == "table" then -- Tensor.cat({a, b}, 1)
     for i, t in ipairs(self) do ts[i] = t end
@@ -198,7 +198,7 @@ local function tensor_list(name, self, rest)
 end
 
 def("cat", { "self", "...", "dim" }, function(self, rest, dim)
-  local ts, d2 = tensor_list("cat", self, rest)
+  local ts, d2 = tensor_list(self, rest)
   dim = dim or d2 or 0
   if #ts == 0 then error("cat: needs at least one tensor", 0) end
   for k, t in ipairs(ts) do
@@ -231,7 +231,7 @@ def("cat", { "self", "...", "dim" }, function(self, rest, dim)
 end)
 
 def("stack", { "self", "...", "dim" }, function(self, rest, dim)
-  local ts, d2 = tensor_list("stack", self, rest)
+  local ts, d2 = tensor_list(self, rest)
   dim = dim or d2 or 0
   local us = {}
   for k, t in ipairs(ts) do
@@ -323,7 +323,7 @@ end)
 def("meshgrid", { "self", "...", "indexing" }, function(self, rest, indexing)
   indexing = indexing or "ij"
   if indexing ~= "ij" and indexing ~= "xy" then error("meshgrid: indexing must be 'ij' or 'xy'", 0) end
-  local ts = tensor_list("meshgrid", self, rest)
+  local ts = tensor_list(self, rest)
   if #ts == 1 then return { ts[1] } end
   local n = #ts
   local shape = {}
