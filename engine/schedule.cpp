@@ -12,6 +12,7 @@
 #include "engine/pattern.h"
 #include "engine/settings.h"
 #include "engine/shapetracker.h"
+#include "engine/stack_guard.h"
 
 namespace mg {
 
@@ -111,8 +112,12 @@ struct KernelBuilder {
   }
 
   // The first reduce reachable from the root through elementwise ops and reshapes.
+  std::unordered_set<const UOp*> red_visited;
   void find_reduce(const UOp* u) {
-    if (!red_axes.empty() || s.done.count(u) || u->cached()) return;
+    check_stack("schedule"); // recurses once per op of a chain, like walk
+    // each node once: without this a graph that reuses its nodes (x = x + x, 30 times) was walked
+    // once per path, 2^30 times
+    if (!red_axes.empty() || !red_visited.insert(u).second || s.done.count(u) || u->cached()) return;
     if (u->op == Ops::REDUCE_AXIS && !(s.own_kernel.count(u) && u != root)) {
       red_in = u->src[0]->shape, red_out = u->shape, red_axes = u->rarg().axes, red_op = u->rarg().op;
       return;
@@ -134,6 +139,7 @@ struct KernelBuilder {
   }
 
   UOpRef walk(const UOpRef& u, const Path& path, bool in_reduce) {
+    check_stack("schedule"); // walk recurses once per op of a chain: a clear error, not a stack overflow
     auto key = std::make_pair(u.get(), path);
     auto& m = memo[in_reduce];
     if (auto it = m.find(key); it != m.end()) return it->second;

@@ -17,9 +17,7 @@
 
 namespace mg {
 
-namespace {
-
-int64_t prod(const Shape& s) {
+int64_t checked_numel(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) {
     if (d < 0) user_error("negative dimension in shape " + shape_str(s));
@@ -29,6 +27,10 @@ int64_t prod(const Shape& s) {
   }
   return n;
 }
+
+namespace {
+
+int64_t prod(const Shape& s) { return checked_numel(s); }
 
 // Writes v as dtype d at p.
 void store_as(DType d, void* p, double v) {
@@ -174,7 +176,13 @@ Tensor Tensor::arange(double start, double stop, double step, std::optional<DTyp
   DType d = dtype.value_or(std::floor(start) == start && std::floor(stop) == stop && std::floor(step) == step
                                ? default_int
                                : default_float);
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  double count = std::ceil((stop - start) / step);
+  if (!std::isfinite(count)) user_error("arange: start, stop and step must be finite numbers");
+  // the cumsum below views n values as n x (2n - 1) windows: n must stay far below 2^31
+  if (!(count <= double(int64_t(1) << 30)))
+    user_error("arange of " + std::to_string(static_cast<long long>(std::min(count, 9e18))) +
+               " values: at most 2^30 are supported");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   if (n == 0) return Tensor::empty({0}, d);
   // values = cumsum of [step]*n, shifted: composed from full + cumsum, as tinygrad does
   Tensor s = full({n}, step, d).cumsum(0).cast(d);
@@ -368,7 +376,9 @@ std::string Tensor::to_string() {
   std::vector<double> v = data();
   std::ostringstream os;
   os << "Tensor(";
-  if (ndim() == 0)
+  if (numel() == 0)
+    os << "[]"; // as numpy: no rows of nothing, however many there would be
+  else if (ndim() == 0)
     os << fmt_value(v[0], dtype());
   else {
     int width = 0;

@@ -148,6 +148,9 @@ private:
   Tensor movement(Ops op, std::vector<int64_t> arg) const;
 };
 
+// The number of elements of a shape; throws for a negative dim or more than 2^48 elements.
+int64_t checked_numel(const Shape& s);
+
 // Broadcasts two tensors to one shape and promotes them to one dtype.
 std::pair<Tensor, Tensor> broadcasted(const Tensor& a, const Tensor& b);
 Shape broadcast_shape(const Shape& a, const Shape& b);

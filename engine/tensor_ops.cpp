@@ -276,7 +276,9 @@ Tensor& Tensor::assign(const Tensor& v0) {
 Tensor Tensor::detach() const { return Tensor(UOp::make(Ops::DETACH, dtype(), {uop})); }
 
 Tensor Tensor::movement(Ops op, std::vector<int64_t> arg) const {
-  return Tensor(UOp::make(op, dtype(), {uop}, std::move(arg)));
+  Tensor r(UOp::make(op, dtype(), {uop}, std::move(arg)));
+  checked_numel(r.shape()); // expand and pad can name more elements than int64 counts
+  return r;
 }
 
 Tensor Tensor::reshape(const Shape& s0) const {
@@ -288,8 +290,8 @@ Tensor Tensor::reshape(const Shape& s0) const {
       infer = static_cast<int64_t>(i);
     } else if (s[i] < 0)
       user_error("reshape " + shape_str(s0) + ": negative dimension");
-    else
-      known *= s[i];
+    else if (__builtin_mul_overflow(known, s[i], &known))
+      user_error("reshape " + shape_str(s0) + ": too many elements");
   }
   if (infer >= 0) {
     if (known == 0 || numel() % known)
@@ -342,6 +344,7 @@ Tensor Tensor::expand(const Shape& s0) const {
   }
   Shape s = s0;
   for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] < -1) user_error("cannot expand to " + shape_str(s0) + ": negative dimension");
     if (s[i] == -1) s[i] = t.shape()[i];
     if (t.shape()[i] != s[i] && t.shape()[i] != 1)
       user_error("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": dim " +

@@ -75,6 +75,9 @@ int wrapped(lua_State* L) {
   bool method = lua_type(L, -1) == LUA_TSTRING && std::strcmp(lua_tostring(L, -1), "self") == 0;
   lua_pop(L, 1);
   int npos = kw ? n - 1 : n;
+  if (kwrest && npos >= kwrest) // the **name slot takes keywords only
+    return luaL_error(L, "%s: too many arguments (%d given; it takes %s)", name, npos - (method ? 1 : 0),
+                      lua_tostring(L, lua_upvalueindex(kAccepted)));
   if (!vararg && npos > nparams)
     return luaL_error(L, "%s: too many arguments (%d given; it takes %s)", name, npos - (method ? 1 : 0),
                       lua_tostring(L, lua_upvalueindex(kAccepted)));

@@ -575,6 +575,12 @@ void push_nested(lua_State* L, const double*& p, const Shape& shape, size_t dim,
 
 int t_tolist(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
+  // the nested lists exist even when there are no elements: (2^40, 0) would be 2^40 tables
+  int64_t level = 1;
+  for (size_t d = 0; d + 1 < x.shape().size() && level > 0; d++) {
+    if (__builtin_mul_overflow(level, x.shape()[d], &level) || level > (int64_t(1) << 27))
+      luaL_error(L, "tolist: shape %s needs too many nested lists", shape_str(x.shape()).c_str());
+  }
   std::vector<double> d = x.data();
   const double* p = d.data();
   push_nested(L, p, x.shape(), 0, x.dtype());
