@@ -26,7 +26,10 @@ Registry& reg() {
   return *r;
 }
 int next_buffer_id = 0;
+std::function<void(size_t, bool)> alloc_hook;
 } // namespace
+
+void set_alloc_hook(std::function<void(size_t, bool)> hook) { alloc_hook = std::move(hook); }
 
 Buffer::Buffer(std::string device, DType dtype, size_t size)
     : device(std::move(device)), dtype(dtype), size(size), id_(next_buffer_id++) {}
@@ -37,7 +40,8 @@ Buffer::~Buffer() {
 
 void* Buffer::ptr() {
   if (!ptr_) {
-    auto& fl = reg().free_list[{device, nbytes()}];
+    auto& fl = reg().free_list[{device, nbytes()}]; // map nodes stay put: the hook may add to fl
+    if (alloc_hook) alloc_hook(nbytes(), fl.empty());
     if (!fl.empty()) {
       ptr_ = fl.back();
       fl.pop_back();

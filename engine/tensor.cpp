@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "engine/device.h"
 #include "engine/realize.h"
 #include "engine/schedule.h"
@@ -201,9 +203,18 @@ void Tensor::manual_seed(uint64_t seed) {
   rng_counter = 0;
 }
 
+// n doubles drawn on the host; more than the machine's memory is an error, not an overcommit
+// that the kernel later kills
+static std::vector<double> host_values(int64_t n, const Shape& shape) {
+  double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (double(n) * sizeof(double) > ram)
+    user_error("random values for shape " + shape_str(shape) + " need more memory than this machine has");
+  return std::vector<double>(static_cast<size_t>(n));
+}
+
 Tensor Tensor::rand(const Shape& shape, DType dtype) {
   int64_t n = prod(shape);
-  std::vector<double> v(n);
+  std::vector<double> v = host_values(n, shape);
   for (auto& x : v)
     x = uniform01();
   return from_data(v, shape, is_float(dtype) ? dtype : default_float).cast(dtype);
@@ -211,7 +222,7 @@ Tensor Tensor::rand(const Shape& shape, DType dtype) {
 
 Tensor Tensor::randn(const Shape& shape, DType dtype) {
   int64_t n = prod(shape);
-  std::vector<double> v(n);
+  std::vector<double> v = host_values(n, shape);
   for (int64_t i = 0; i < n; i += 2) { // Box-Muller, two normals per pair of uniforms
     double u1 = 1.0 - uniform01(), u2 = uniform01();
     double r = std::sqrt(-2.0 * std::log(u1));
