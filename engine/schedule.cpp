@@ -216,6 +216,26 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   return bv;
 }
 
+// Whether a reduce's value flows (through elementwise and movement ops) into another reduce's
+// input. That reduce's kernel cannot fuse it (a reduce inside a reduce), so it is stored in a
+// buffer in any case; its other consumers must load that buffer, not recompute it (softmax of a
+// matmul: the max, the sum and the output all read the one stored product).
+static bool feeds_another_reduce(const UOp* red,
+                                 std::unordered_map<const UOp*, std::vector<const UOp*>>& parents) {
+  std::unordered_set<const UOp*> visited{red};
+  std::vector<const UOp*> todo{red};
+  while (!todo.empty()) {
+    const UOp* u = todo.back();
+    todo.pop_back();
+    for (const UOp* p : parents[u]) {
+      if (p->op == Ops::REDUCE_AXIS) return true;
+      if ((is_elementwise(p->op) || is_movement(p->op) || p->op == Ops::DETACH) && visited.insert(p).second)
+        todo.push_back(p);
+    }
+  }
+  return false;
+}
+
 // A reduce whose value flows through elementwise ops and reshapes into more than one output
 // would be recomputed by each output's kernel: give it a kernel of its own (tinygrad's rule).
 std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector<UOpRef>& outs) {
@@ -249,7 +269,7 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
           todo.push_back(p);
       }
     }
-    if (outs_reached.size() > 1) r.insert(red);
+    if (outs_reached.size() > 1 || feeds_another_reduce(red, parents)) r.insert(red);
   }
   return r;
 }

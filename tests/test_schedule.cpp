@@ -161,6 +161,47 @@ TEST_CASE("softmax takes two or three kernels", "[schedule][softmax]") {
   check_values(s, want, 1e-5, 1e-6);
 }
 
+TEST_CASE("a stored reduce is loaded by later kernels, never recomputed", "[schedule][softmax]") {
+  // softmax(a @ b): the product is stored for the max; the sum and the output must load it
+  std::mt19937 rng(306);
+  A ra, rb;
+  Tensor a = realized({6, 5}, DType::Float32, rng, &ra);
+  Tensor b = realized({5, 7}, DType::Float32, rng, &rb);
+  Tensor s = a.matmul(b).softmax(-1);
+  auto sched = s.schedule();
+  auto buffer_of = [](const Tensor& t) { // a realized tensor is movement ops over its BUFFER
+    const UOp* u = t.uop.get();
+    while (u->op != Ops::BUFFER)
+      u = u->src[0].get();
+    return u->buffer().get();
+  };
+  int reading_inputs = 0;
+  for (auto& item : sched) {
+    bool reads_a = false, reads_b = false;
+    for (auto& buf : item.bufs) {
+      reads_a |= buf.get() == buffer_of(a);
+      reads_b |= buf.get() == buffer_of(b);
+    }
+    reading_inputs += reads_a || reads_b;
+  }
+  CHECK(reading_inputs == 1); // only the matmul's own kernel reads a and b
+  A want = A::filled({6, 7}, 0);
+  for (int64_t i = 0; i < 6; i++) {
+    std::vector<double> m(7, 0);
+    double mx = -INFINITY, z = 0;
+    for (int64_t j = 0; j < 7; j++) {
+      for (int64_t k = 0; k < 5; k++)
+        m[j] += ra.at({i, k}) * rb.at({k, j});
+      mx = std::max(mx, m[j]);
+    }
+    for (int64_t j = 0; j < 7; j++)
+      z += std::exp(m[j] - mx);
+    for (int64_t j = 0; j < 7; j++)
+      want.at({i, j}) = std::exp(m[j] - mx) / z;
+  }
+  check_values(s, want, 1e-5, 1e-6);
+}
+
 TEST_CASE("schedule items name their buffers with the output first", "[schedule]") {
   std::mt19937 rng(306);
   Tensor a = realized({5}, DType::Float32, rng), b = realized({5}, DType::Float32, rng);
