@@ -59,7 +59,7 @@ mg1, mgn, t1, tn = load("mg1.txt"), load("mgn.txt"), load("t1.txt"), load("tn.tx
 names = {"W1": "elementwise ((a+1)*2).relu()-b*0.5, 4M f32", "W6": "100-op chain on 16 elems, per realize",
          "G1": "10k-op chain build+schedule", "M1": "512x512 f32 matmul", "W7": "start to first print (-e)",
          "T1": "MNIST CNN train step, batch 512 (TinyJit)",
-         "U1": "Lua loop: ((a+1)*2):relu()-b*0.5, 4M", "U2": "Lua: 100-op relu chain, 16 elems",
+         "U1": "Lua loop: ((a+1)*2):relu()-b*0.5, 4M", "U0": "U1 with collectgarbage() each call", "U2": "Lua: 100-op relu chain, 16 elems",
          "U3": "Lua: x:sum(), 16M", "U4": "Lua: x:softmax(-1), 4096x1024",
          "U5": "Lua: two convs fwd+bwd, 64x1x28x28", "U6": "Lua: matmul 1024", "U7": "Lua: matmul 256",
          "U8": "Lua: a new kernel at the prompt"}
@@ -67,7 +67,7 @@ higher = {"GB/s", "GFLOPS"}
 def cell(v, u): return f"{v:>9.3f} {u:<6}"
 print("W*, G1, M1: the engine's C++ benchmark (bench_core.cpp); U*: Lua as a user writes it")
 print(f"{'workload':42} {'moongrad 1thr':>16} {'torch 1thr':>16} {'ratio':>7} | {'moongrad all':>16} {'torch all':>16} {'ratio':>7}")
-for k in ["W1", "W6", "G1", "M1", "W7", "T1", "U1", "U2", "U3", "U4", "U5", "U6", "U7", "U8"]:
+for k in ["W1", "W6", "G1", "M1", "W7", "T1", "U1", "U0", "U2", "U3", "U4", "U5", "U6", "U7", "U8"]:
   row = f"{names[k]:42}"
   for mg, peer in ((mg1, t1), (mgn, tn)):
     if k not in mg: continue
