@@ -32,6 +32,48 @@ UOpRef resolve_realized(const UOpRef& u) {
 
 namespace {
 
+// tinygrad's split_reduceop: a reduce that folds many inputs into few outputs (a sum of
+// everything) would be one long loop on one core. Split one reduced dim into (d, n/d) and reduce
+// the n/d part first: d partial results, each over a contiguous run (the kernel splits them
+// across cores), then a short second reduce over the d. (tinygrad moves d last, which suits a
+// GPU's coalesced loads; on a CPU it makes every partial stride through memory.) The tensor
+// graph (what x.uop shows, what autograd sees) is unchanged: this rewrites the graph being
+// scheduled.
+const PatternMatcher& split_reduce_rules() {
+  static const PatternMatcher pm{
+      {UPat::op(Ops::REDUCE_AXIS).named("r"), [](const Match& m) -> UOpRef {
+         const UOpRef& r = m["r"];
+         const UOpRef& x = r->src[0];
+         int64_t in = x->numel(), out = r->numel();
+         // tinygrad splits from 32,768 inputs per output. On a CPU a split pays only when the loop is
+         // long enough to be worth waking another core for: from 2^22 (a 16 MiB float32 sum; a 1M
+         // sum stays the one fused kernel the lessons show). A reduce of constants only (arange's
+         // cumsum) folds to a closed form and is not split either.
+         if (out == 0 || in / out < (int64_t(1) << 22)) return nullptr;
+         bool loads = false;
+         for (const UOp* n : toposort(x.get()))
+           loads |= n->op == Ops::BUFFER;
+         if (!loads) return nullptr;
+         const ReduceArg& ra = r->rarg();
+         for (int64_t i : ra.axes)
+           for (int64_t d = std::min<int64_t>(256, (int64_t(1) << 22) / out); d >= 8; d--) {
+             if (x->shape[i] % d) continue;
+             Shape split = x->shape;
+             split[i] = d;
+             split.insert(split.begin() + i + 1, x->shape[i] / d);
+             std::vector<int64_t> axes; // the original axes, with i now the inner part (i + 1)
+             for (int64_t a : ra.axes)
+               axes.push_back(a < i ? a : a + 1);
+             UOpRef y = UOp::make(Ops::RESHAPE, x->dtype, {x}, split);
+             UOpRef partial = UOp::make(Ops::REDUCE_AXIS, r->dtype, {y}, ReduceArg{ra.op, axes});
+             UOpRef total = UOp::make(Ops::REDUCE_AXIS, r->dtype, {partial}, ReduceArg{ra.op, {i}});
+             return UOp::make(Ops::RESHAPE, r->dtype, {total}, r->shape);
+           }
+         return nullptr;
+       }}};
+  return pm;
+}
+
 // Ops whose value at 0 is not 0: a padded region would compute garbage through them.
 bool unsafe_under_pad(Ops op) {
   return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD ||
@@ -285,7 +327,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     // it, so that an in-place write to one tensor never changes the other.
     if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached())
       x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::unique_tag()});
-    resolved.push_back(resolve_realized(x));
+    resolved.push_back(graph_rewrite(resolve_realized(x), split_reduce_rules()));
   }
   s.own_kernel = reduces_feeding_several_outputs(resolved);
   if (views) views->assign(outs0.size(), nullptr);

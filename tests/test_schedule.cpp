@@ -202,6 +202,25 @@ TEST_CASE("a stored reduce is loaded by later kernels, never recomputed", "[sche
   check_values(s, want, 1e-5, 1e-6);
 }
 
+TEST_CASE("a long reduce to one value is split into partial sums, then their sum", "[schedule][split]") {
+  std::mt19937 rng(307);
+  A ra;
+  int64_t n = int64_t(1) << 22;
+  Tensor a = realized({n}, DType::Float32, rng, &ra, 0, 1);
+  Tensor s = a.sum();
+  auto sched = s.schedule();
+  REQUIRE(sched.size() == 2);
+  CHECK(sched[0].bufs[0]->size >= 8); // the partial sums, one per piece of the input
+  CHECK(sched[1].bufs[0]->size == 1);
+  double want = 0;
+  for (double v : ra.data)
+    want += v;
+  CHECK(s.item() == Approx(want).epsilon(1e-5));
+  // a shorter reduce stays one fused kernel, and a reduce of constants is not split
+  CHECK(a.shrink({{0, n / 2}}).sum().schedule().size() == 1);
+  CHECK(Tensor::full({n}, 1.0, DType::Float32).sum().schedule().size() <= 1);
+}
+
 TEST_CASE("schedule items name their buffers with the output first", "[schedule]") {
   std::mt19937 rng(306);
   Tensor a = realized({5}, DType::Float32, rng), b = realized({5}, DType::Float32, rng);
