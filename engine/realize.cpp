@@ -20,24 +20,6 @@ struct Compiled {
   UOpRef ast; // keeps the key alive: ASTs are hash-consed, so equal ASTs share a kernel
   KernelInfo info;
   std::unique_ptr<Program> program;
-  // The cost model for splitting across cores is a measurement: a kernel compiled to split runs
-  // its first runs alternately on every core and on one (the same code, one core taking the whole
-  // range), and from then on the way that was faster. The first run is left out (fresh pages).
-  int runs = 0;
-  double best_split = 1e30, best_one = 1e30;
-  int cores_to_use() const {
-    if (!info.parallel) return 1;
-    if (runs < kTrialRuns) return runs % 2 == 1 ? 1 : settings().threads;
-    return best_one < best_split ? 1 : settings().threads;
-  }
-  void record(int cores, double s) {
-    if (runs > 0 && runs < kTrialRuns) {
-      double& best = cores == 1 ? best_one : best_split;
-      best = std::min(best, s);
-    }
-    runs++;
-  }
-  static constexpr int kTrialRuns = 5; // split, one, split, one, split; then decide
 };
 
 std::unordered_map<std::string, std::unordered_map<const UOp*, std::unique_ptr<Compiled>>>& cache() {
@@ -173,10 +155,9 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     for (auto& b : item.bufs)
       ptrs.push_back(b->ptr());
     auto t0 = std::chrono::steady_clock::now();
-    int cores = c.cores_to_use();
+    int cores = c.info.parallel ? settings().threads : 1;
     if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    c.record(cores, s);
     runs.push_back({&c.info, s});
     for (KernelLog* log : kernel_logs()) {
       log->runs.emplace_back(c.info, s);
