@@ -39,24 +39,29 @@ namespace {
 // GPU's coalesced loads; on a CPU it makes every partial stride through memory.) The tensor
 // graph (what x.uop shows, what autograd sees) is unchanged: this rewrites the graph being
 // scheduled.
+// tinygrad splits from 32,768 inputs per output. On a CPU a split pays only when the loop is long
+// enough to be worth waking another core for: from 2^22 (a 16 MiB float32 sum; a 1M sum stays the
+// one fused kernel the lessons show).
+bool long_reduce(const UOp* r) {
+  return r->op == Ops::REDUCE_AXIS && r->numel() > 0 && r->src[0]->numel() / r->numel() >= (int64_t(1) << 22);
+}
+
 const PatternMatcher& split_reduce_rules() {
   static const PatternMatcher pm{
       {UPat::op(Ops::REDUCE_AXIS).named("r"), [](const Match& m) -> UOpRef {
          const UOpRef& r = m["r"];
          const UOpRef& x = r->src[0];
-         int64_t in = x->numel(), out = r->numel();
-         // tinygrad splits from 32,768 inputs per output. On a CPU a split pays only when the loop is
-         // long enough to be worth waking another core for: from 2^22 (a 16 MiB float32 sum; a 1M
-         // sum stays the one fused kernel the lessons show). A reduce of constants only (arange's
-         // cumsum) folds to a closed form and is not split either.
-         if (out == 0 || in / out < (int64_t(1) << 22)) return nullptr;
+         int64_t out = r->numel();
+         if (!long_reduce(r.get())) return nullptr;
+         // A reduce of constants only (arange's cumsum) folds to a closed form: not split either.
          bool loads = false;
          for (const UOp* n : toposort(x.get()))
            loads |= n->op == Ops::BUFFER;
          if (!loads) return nullptr;
          const ReduceArg& ra = r->rarg();
          for (int64_t i : ra.axes)
-           for (int64_t d = std::min<int64_t>(256, (int64_t(1) << 22) / out); d >= 8; d--) {
+           for (int64_t d = std::min<int64_t>(256, (int64_t(1) << 22) / out); d >= 8;
+                d--) { // <= 2^22 partials
              if (x->shape[i] % d) continue;
              Shape split = x->shape;
              split[i] = d;
@@ -327,7 +332,10 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     // it, so that an in-place write to one tensor never changes the other.
     if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached())
       x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::unique_tag()});
-    resolved.push_back(graph_rewrite(resolve_realized(x), split_reduce_rules()));
+    UOpRef r = resolve_realized(x);
+    auto nodes = toposort(r.get()); // a rewrite of the whole graph only where it has a long reduce
+    if (std::any_of(nodes.begin(), nodes.end(), long_reduce)) r = graph_rewrite(r, split_reduce_rules());
+    resolved.push_back(r);
   }
   s.own_kernel = reduces_feeding_several_outputs(resolved);
   if (views) views->assign(outs0.size(), nullptr);

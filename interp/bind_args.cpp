@@ -15,13 +15,24 @@ namespace {
 // upvalues of a wrapped function
 enum Up { kName = 1, kParams, kFn, kVararg, kAccepted, kKwRest };
 
-// A plain table (no metatable) with at least one string key.
+// A keyword table: a plain table (no metatable) with at least one string key.
 bool plain_kwargs(lua_State* L, int idx) {
-  if (lua_type(L, idx) != LUA_TTABLE || lua_getmetatable(L, idx)) {
-    if (lua_type(L, idx) == LUA_TTABLE) lua_pop(L, 1);
+  if (lua_type(L, idx) != LUA_TTABLE) return false;
+  if (lua_getmetatable(L, idx)) {
+    lua_pop(L, 1);
     return false;
   }
-  return is_kwargs(L, idx);
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    bool str = lua_type(L, -2) == LUA_TSTRING;
+    lua_pop(L, 1);
+    if (str) {
+      lua_pop(L, 1);
+      return true;
+    }
+  }
+  return false;
 }
 
 // "stdlib/x.lua:12: msg" -> "msg"; a message with another position is left alone (false).

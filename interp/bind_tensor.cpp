@@ -32,36 +32,11 @@ namespace {
 
 // ---------------------------------------------------------------- Lua values -> tensors
 
-struct Opts {
-  std::optional<DType> dtype;
-  std::string device;
-};
-
-// Options: nil, a dtype string, or a table {dtype=..., device=...}.
-Opts read_opts(lua_State* L, int idx) {
-  Opts o;
-  if (lua_isnoneornil(L, idx)) return o;
-  if (lua_type(L, idx) == LUA_TSTRING) {
-    o.dtype = check_dtype(L, idx);
-    return o;
-  }
-  if (lua_type(L, idx) != LUA_TTABLE)
-    luaL_error(L, "%s: options must be a table like {dtype=\"float32\"}, got %s", current_name(L),
-               luaL_typename(L, idx));
-  idx = lua_absindex(L, idx);
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    const char* k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : nullptr;
-    std::string key = k ? k : "";
-    if (key == "dtype")
-      o.dtype = check_dtype(L, -1);
-    else if (key == "device")
-      o.device = luaL_checkstring(L, -1);
-    else
-      luaL_error(L, "%s: unknown option '%s' (expected dtype, device)", current_name(L), k ? k : "?");
-    lua_pop(L, 1);
-  }
-  return o;
+// The dtype argument of a constructor: nil or a dtype name. Keyword tables and the device are
+// handled before these bindings are reached (stdlib/tensor_create.lua wraps them).
+std::optional<DType> opt_dtype(lua_State* L, int idx) {
+  if (lua_isnoneornil(L, idx)) return std::nullopt;
+  return check_dtype(L, idx);
 }
 
 // What the scalars in a nested table were, for tinygrad's dtype inference.
@@ -141,17 +116,17 @@ void collect(lua_State* L, int idx, size_t depth, const std::string& path, Colle
 }
 
 // A tensor from a number, boolean or nested table; ints -> int32, floats -> float32, booleans -> bool.
-Tensor tensor_from_value(lua_State* L, int idx, const Opts& o) {
+Tensor tensor_from_value(lua_State* L, int idx, std::optional<DType> dtype) {
   idx = lua_absindex(L, idx);
   Collected c;
   if (lua_type(L, idx) == LUA_TTABLE) c.shape = first_shape(L, idx);
   collect(L, idx, 0, "t", c);
-  DType dt = o.dtype       ? *o.dtype
+  DType dt = dtype         ? *dtype
              : c.any_float ? DType::Float32
              : c.any_int   ? DType::Int32
              : c.any_bool  ? DType::Bool
                            : default_float; // an empty list, as tinygrad's Tensor([])
-  return Tensor::from_data(c.vals, c.shape, dt, o.device);
+  return Tensor::from_data(c.vals, c.shape, dt);
 }
 
 // A binary op's other side: a Tensor, a Lua number/boolean (dtype from `like`) or a nested table.
@@ -164,7 +139,7 @@ Tensor operand(lua_State* L, int idx, const Tensor& like) {
   case LUA_TBOOLEAN:
     return Tensor::from_scalar(Scalar{lua_toboolean(L, idx) ? 1.0 : 0.0, DType::Bool}, like);
   case LUA_TTABLE:
-    return tensor_from_value(L, idx, {});
+    return tensor_from_value(L, idx, std::nullopt);
   default:
     luaL_error(L, "%s: expected a Tensor or a number, got %s", current_name(L), luaL_typename(L, idx));
     return like; // not reached
@@ -173,38 +148,23 @@ Tensor operand(lua_State* L, int idx, const Tensor& like) {
 
 // ---------------------------------------------------------------- constructors
 
-int tensor_call(lua_State* L) { // Tensor(data [, opts]); arg 1 is the Tensor table
-  Opts o = read_opts(L, 3);
+int tensor_call(lua_State* L) { // Tensor(data [, dtype]); arg 1 is the Tensor table
+  std::optional<DType> dtype = opt_dtype(L, 3);
   if (Tensor* t = test_tensor(L, 2)) {
-    if (!o.device.empty() && o.device != t->device())
-      luaL_error(L, "Tensor: copying between devices (%s -> %s) is not supported yet", t->device().c_str(),
-                 o.device.c_str());
-    push_tensor(L, o.dtype ? t->cast(*o.dtype) : *t);
+    push_tensor(L, dtype ? t->cast(*dtype) : *t);
     return 1;
   }
   int ty = lua_type(L, 2);
   if (ty != LUA_TNUMBER && ty != LUA_TBOOLEAN && ty != LUA_TTABLE)
     luaL_error(L, "Tensor: cannot make a Tensor from a %s (use a number, boolean or nested table)",
                luaL_typename(L, 2));
-  push_tensor(L, tensor_from_value(L, 2, o));
+  push_tensor(L, tensor_from_value(L, 2, dtype));
   return 1;
 }
 
-// zeros(2,3) / zeros{2,3} / zeros(2,3,{dtype=...}) / zeros({2,3}, "int32")
-std::pair<Shape, Opts> shape_args(lua_State* L, int first) {
-  Opts o;
-  int top = lua_gettop(L);
-  if (top >= first && (is_kwargs(L, top) || lua_type(L, top) == LUA_TSTRING)) {
-    o = read_opts(L, top);
-    lua_settop(L, --top);
-  }
-  return {int_list_args(L, first, current_name(L)), o};
-}
-
+// zeros({2,3} [, dtype])
 template <Tensor (*F)(const Shape&, DType)> int make_shaped(lua_State* L) {
-  auto [shape, o] = shape_args(L, 1);
-  if (!o.device.empty()) luaL_error(L, "%s: the device option is not supported here yet", current_name(L));
-  push_tensor(L, F(shape, o.dtype.value_or(default_float)));
+  push_tensor(L, F(int_list(L, 1, current_name(L)), opt_dtype(L, 2).value_or(default_float)));
   return 1;
 }
 
@@ -225,15 +185,14 @@ DType scalar_dtype(lua_State* L, int idx) {
 int t_full(lua_State* L) {
   Shape shape = shape_arg(L, 1);
   double v = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
-  Opts o = read_opts(L, 3);
-  push_tensor(L, Tensor::full(shape, v, o.dtype.value_or(scalar_dtype(L, 2)), o.device));
+  push_tensor(L, Tensor::full(shape, v, opt_dtype(L, 3).value_or(scalar_dtype(L, 2))));
   return 1;
 }
 
 int t_arange(lua_State* L) {
   int top = lua_gettop(L);
-  Opts o;
-  if (top >= 1 && (is_kwargs(L, top) || lua_type(L, top) == LUA_TSTRING)) o = read_opts(L, top--);
+  std::optional<DType> dtype;
+  if (top >= 1 && lua_type(L, top) == LUA_TSTRING) dtype = opt_dtype(L, top--);
   if (top < 1 || top > 3)
     luaL_error(L, "Tensor.arange: expected arange(stop) or arange(start, stop [, step])");
   bool all_int = true;
@@ -244,15 +203,14 @@ int t_arange(lua_State* L) {
   }
   if (top == 1) std::swap(v[0], v[1]); // arange(stop) counts from 0
   if (v[2] == 0) luaL_error(L, "Tensor.arange: step must not be 0");
-  DType dt = o.dtype.value_or(all_int ? default_int : default_float);
+  DType dt = dtype.value_or(all_int ? default_int : default_float);
   push_tensor(L, Tensor::arange(v[0], v[1], v[2], dt));
   return 1;
 }
 
 int t_eye(lua_State* L) {
   lua_Integer n = luaL_checkinteger(L, 1);
-  Opts o = read_opts(L, 2);
-  push_tensor(L, Tensor::eye(n, o.dtype.value_or(default_float)));
+  push_tensor(L, Tensor::eye(n, opt_dtype(L, 2).value_or(default_float)));
   return 1;
 }
 
@@ -698,8 +656,7 @@ int t_newindex(lua_State* L) {
     return 0;
   }
   if (lua_type(L, 2) != LUA_TSTRING) { // x[...] = v: Tensor.__setitem (stdlib/tensor_shape.lua)
-    lua_getglobal(L, "Tensor");
-    if (lua_type(L, -1) != LUA_TTABLE || lua_getfield(L, -1, "__setitem") != LUA_TFUNCTION)
+    if (lua_getfield(L, lua_upvalueindex(2), "__setitem") != LUA_TFUNCTION)
       return luaL_error(L, "Tensor: index assignment is not available (Tensor.__setitem is missing)");
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);
@@ -819,11 +776,11 @@ const Meta kMeta[] = {
     {"__pow", {"Tensor ^", binop<&Tensor::pow>}},
     {"__unm", {"Tensor unary -", unop<&Tensor::neg>}},
     {"__tostring", {"tostring(Tensor)", t_tostring}},
-    {"__newindex", {"Tensor", t_newindex}},
     {"__lt", {"Tensor <", t_compare}},
     {"__le", {"Tensor <=", t_compare}},
 };
 const Binding kIndex{"Tensor", t_index};
+const Binding kNewIndex{"Tensor", t_newindex};
 const Binding kCall{"Tensor", tensor_call};
 
 } // namespace
@@ -848,6 +805,9 @@ void open_tensor(lua_State* L) {
   lua_pushvalue(L, cls);
   push_binding(L, kIndex, 1);
   lua_setfield(L, -2, "__index");
+  lua_pushvalue(L, cls); // x[i] = v looks up Tensor.__setitem there, as x[i] finds Tensor.__getitem
+  push_binding(L, kNewIndex, 1);
+  lua_setfield(L, -2, "__newindex");
   lua_pushcfunction(L, t_gc);
   lua_setfield(L, -2, "__gc");
   // hide the metatable from Lua: calling __gc by hand would destroy the object twice

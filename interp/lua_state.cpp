@@ -56,21 +56,6 @@ void set_bindings(lua_State* L, int idx, std::span<const Binding> bs) {
 
 // ---------------------------------------------------------------- argument helpers
 
-bool is_kwargs(lua_State* L, int idx) {
-  if (lua_type(L, idx) != LUA_TTABLE) return false;
-  idx = lua_absindex(L, idx);
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    bool str = lua_type(L, -2) == LUA_TSTRING;
-    lua_pop(L, 1);
-    if (str) {
-      lua_pop(L, 1);
-      return true;
-    }
-  }
-  return false;
-}
-
 lua_Integer max_index(lua_State* L, int idx) {
   idx = lua_absindex(L, idx);
   lua_Integer m = 0;

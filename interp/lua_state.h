@@ -31,8 +31,6 @@ void set_bindings(lua_State* L, int idx, std::span<const Binding> bs);
 const char* current_name(lua_State* L);
 
 // ---- argument helpers (shared by the bind_*.cpp files)
-// A trailing table with string keys is a keyword table: x:sum{axis=0, keepdim=true}.
-bool is_kwargs(lua_State* L, int idx);
 // A list of integers, either as varargs from `first` on or as one table at `first`.
 std::vector<int64_t> int_list_args(lua_State* L, int first, const char* what);
 // A Lua list of integers at `idx`.

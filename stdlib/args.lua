@@ -14,6 +14,8 @@ M.wrap = require("mgargs").wrap
 
 M.params = {} -- name -> parameter names, for :help
 
+function M.is_tensor(v) return show.typeof(v) == "Tensor" end
+
 -- The C++ bindings as they were before any Lua wrapped them (taken when this module loads,
 -- which stdlib/tensor_ext.lua does first): wrappers call these, never themselves.
 M.raw = {}

@@ -4,7 +4,7 @@
 local args = require "args" -- first: it keeps the C++ bindings before anything wraps them
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
-local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local is_tensor = args.is_tensor
 
 require "tensor_create"
 require "tensor_math"

@@ -4,7 +4,7 @@ local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
 
-local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local is_tensor = args.is_tensor
 local function is_float(t) return dtypes.is_float(t.dtype) end
 local function check_tensor(name, v)
   if not is_tensor(v) then error(("%s: expected a Tensor, got %s"):format(name, type(v)), 0) end

@@ -3,7 +3,7 @@
 local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
-local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local is_tensor = args.is_tensor
 
 -- a 0-based dim, checked; `extra` allows one past the end (unsqueeze)
 local function dim_of(name, x, d, extra)
@@ -15,7 +15,6 @@ local function dim_of(name, x, d, extra)
   end
   return d < 0 and math.max(d + n, 0) or d
 end
-T._dim = dim_of
 
 local function full_pairs(x)
   local t = {}
@@ -103,14 +102,16 @@ def("pad", { "self", "padding", "mode", "value" }, function(self, padding, mode,
       else error(("pad: entry %d must be a pair of integers {before, after}"):format(i), 0) end
     end
   end
-  local pos, cut, any_neg = {}, {}, false
+  local pos, any_neg = {}, false
   for i = 1, n do
     local b, a = px[i][1], px[i][2]
     pos[i] = { math.max(b, 0), math.max(a, 0) }
     any_neg = any_neg or b < 0 or a < 0
   end
+  -- negative amounts cut from that side of each dim of x
   local function cut_negative(x)
     if not any_neg then return x end
+    local cut = {}
     for i = 1, n do
       local b, a, s = px[i][1], px[i][2], x.shape[i]
       cut[i] = { -math.min(b, 0), math.min(a, 0) + s }
@@ -118,19 +119,8 @@ def("pad", { "self", "padding", "mode", "value" }, function(self, padding, mode,
     end
     return x:shrink(cut)
   end
-  if mode == "constant" then
-    if any_neg then
-      local x = self
-      -- cut first, relative to the original size, then pad the positive amounts
-      for i = 1, n do
-        local b, a, s = px[i][1], px[i][2], x.shape[i]
-        cut[i] = { -math.min(b, 0), s + math.min(a, 0) }
-        if cut[i][1] > cut[i][2] then error(("pad: dim %d is cut below size 0"):format(i - 1), 0) end
-      end
-      return C.pad(x:shrink(cut), pos, value)
-    end
-    return C.pad(self, pos, value)
-  end
+  -- constant: cut first, then pad the positive amounts; the other modes pad, then cut
+  if mode == "constant" then return C.pad(cut_negative(self), pos, value) end
   local X = self
   if mode == "circular" then
     for i = 1, n do

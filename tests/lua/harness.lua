@@ -46,4 +46,30 @@ function H.done()
   if H.failed > 0 then error(("%d test(s) failed"):format(H.failed), 0) end
 end
 
+-- The number of elements of a shape (a Lua list).
+function H.numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+-- A flat list and a shape -> a nested Lua table (the single value for a 0-d shape).
+function H.nest(flat, shape)
+  if #shape == 0 then return flat[1] end
+  local pos = 0
+  local function build(d)
+    local t = {}
+    for i = 1, shape[d] do
+      if d == #shape then
+        pos = pos + 1
+        t[i] = flat[pos]
+      else
+        t[i] = build(d + 1)
+      end
+    end
+    return t
+  end
+  return build(1)
+end
+
 return H

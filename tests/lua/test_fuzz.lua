@@ -85,11 +85,7 @@ local function fmt32(v)
   return s
 end
 
-local function numel(shape)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  return n
-end
+local numel = H.numel
 
 local function strides(shape)
   local st, acc = {}, 1

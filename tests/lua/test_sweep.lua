@@ -51,22 +51,7 @@ local function floats(n, scale)
   for i = 1, n do t[i] = ((i * 37) % 11 - 5) * (scale or 0.5) end
   return t
 end
-local function nest(flat, shape) -- a nested Lua list of the given shape from a flat list
-  local pos = 0
-  local function build(d)
-    local out = {}
-    for i = 1, shape[d] do
-      if d == #shape then
-        pos = pos + 1
-        out[i] = flat[pos]
-      else
-        out[i] = build(d + 1)
-      end
-    end
-    return out
-  end
-  return build(1)
-end
+local nest = H.nest
 
 local RECV = {
   { "0-d float", function() return Tensor(2.5) end },

@@ -14,11 +14,7 @@ local H = dofile(dir .. "harness.lua")
 local cases = dofile(dir .. "../data/torch_refs.lua")
 local only = os.getenv("TORCH_REFS")
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = H.numel
 
 local function shape_str(shape)
   local t = {}
@@ -26,24 +22,7 @@ local function shape_str(shape)
   return "(" .. table.concat(t, ", ") .. (#t == 1 and ",)" or ")")
 end
 
--- flat list + shape -> nested Lua table (a number for a 0-d shape)
-local function nest(data, shape)
-  if #shape == 0 then return data[1] end
-  local pos = 0
-  local function build(d)
-    local t = {}
-    for i = 1, shape[d] do
-      if d == #shape then
-        pos = pos + 1
-        t[i] = data[pos]
-      else
-        t[i] = build(d + 1)
-      end
-    end
-    return t
-  end
-  return build(1)
-end
+local nest = H.nest
 
 local function make_tensor(spec, dtype)
   dtype = dtype or spec.dtype
