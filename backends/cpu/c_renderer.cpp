@@ -132,7 +132,16 @@ bool repeats_operands(const UOp& u) {
   return false;
 }
 
-const char* kPrelude = "#include <math.h>\n";
+// The libm functions kernels call, declared rather than included: clang knows them as builtins
+// (sqrtf becomes an instruction), and parsing no system header keeps a compile to milliseconds.
+const char* kPrelude =
+    "float exp2f(float), log2f(float), sinf(float), sqrtf(float), powf(float, float), fmodf(float, float),\n"
+    "  truncf(float), fminf(float, float), fmaxf(float, float);\n"
+    "double exp2(double), log2(double), sin(double), sqrt(double), pow(double, double), fmod(double, "
+    "double),\n"
+    "  trunc(double);\n"
+    "#define NAN __builtin_nanf(\"\")\n"
+    "#define INFINITY __builtin_inff()\n";
 const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union { unsigned int u; float f; } "
                     "x = { (unsigned int)h << 16 }; return x.f; }\n"
                     "static inline unsigned short f32_to_bf16(float f) { union { float f; unsigned int u; } "

@@ -1,6 +1,5 @@
-// The CPU device: C source from the C renderer, compiled by clang-15 into a shared object,
-// dlopen'ed, and kept in an on-disk cache so a second run compiles nothing.
-#include <dlfcn.h>
+// The CPU device: C source from the C renderer, compiled in process by clang 15 into an object
+// file, linked by LLVM's ORC JIT, and kept in an on-disk cache so a second run compiles nothing.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,18 +16,14 @@
 #include <unordered_map>
 
 #include "backends/cpu/c_renderer.h"
+#include "backends/cpu/clang_jit.h"
 #include "engine/device.h"
 
 namespace mg {
 
 namespace {
 
-const char* kFlags = "-O2 -march=native -fPIC -shared -fno-math-errno -w";
-
-std::string compiler() {
-  const char* c = std::getenv("MG_CLANG");
-  return c && *c ? c : "clang-15";
-}
+const std::vector<std::string> kFlags{"-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w"};
 
 std::string cache_dir() {
   std::string base;
@@ -58,26 +53,6 @@ std::string digest(const std::string& s) {
                 static_cast<unsigned long long>(b));
   return out;
 }
-
-class SharedObject {
-public:
-  explicit SharedObject(const std::string& path) : h_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-    if (!h_) throw std::runtime_error(std::string("cannot load compiled kernel: ") + dlerror());
-  }
-  ~SharedObject() {
-    if (h_) dlclose(h_);
-  }
-  SharedObject(const SharedObject&) = delete;
-  SharedObject& operator=(const SharedObject&) = delete;
-  void* sym(const std::string& n) const {
-    void* p = dlsym(h_, n.c_str());
-    if (!p) throw std::runtime_error("compiled kernel has no symbol " + n);
-    return p;
-  }
-
-private:
-  void* h_;
-};
 
 // Workers that each run one share of a kernel; the calling thread runs share 0.
 class ThreadPool {
@@ -127,19 +102,45 @@ ThreadPool& pool() {
   return *p;
 }
 
+using KernelFn = void (*)(void**, int, int);
+
 class CpuProgram : public Program {
 public:
-  CpuProgram(std::shared_ptr<SharedObject> so, const std::string& fn)
-      : so_(std::move(so)), fn_(reinterpret_cast<void (*)(void**, int, int)>(so_->sym(fn))) {}
+  explicit CpuProgram(KernelFn fn) : fn_(fn) {}
   void run(void** bufs, size_t, int cores) override {
     if (cores <= 1) return fn_(bufs, 0, 1);
     pool().run(cores, [&](int core) { fn_(bufs, core, cores); });
   }
 
 private:
-  std::shared_ptr<SharedObject> so_;
-  void (*fn_)(void**, int, int);
+  KernelFn fn_;
 };
+
+// Kernel code stays mapped until the process exits: programs may run until then, and LLVM's own
+// statics are gone before a static linker would be destroyed.
+ObjectLinker& linker() {
+  static ObjectLinker* l = new ObjectLinker();
+  return *l;
+}
+
+// A cache file is the object followed by a trailer: a tag and the digest of the object, so a
+// damaged or truncated file is detected and rebuilt instead of handed to the linker.
+const std::string kTrailerTag = "\nmoongrad-object ";
+
+std::string with_trailer(const std::string& object) { return object + kTrailerTag + digest(object); }
+
+// The object in `file`, or "" when the file is missing or damaged.
+std::string read_object(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return "";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  size_t tail = kTrailerTag.size() + 32;
+  if (s.size() <= tail || s.compare(s.size() - tail, kTrailerTag.size(), kTrailerTag) != 0) return "";
+  std::string object = s.substr(0, s.size() - tail);
+  return digest(object) == s.substr(s.size() - 32) ? object : "";
+}
 
 class CpuDevice : public Device {
 public:
@@ -169,52 +170,47 @@ public:
   int compile_count() const override { return compiles_; }
 
   std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
-    std::string key = digest(compiler() + "\n" + kFlags + "\n" + src);
+    static const std::string id = compiler_id();
+    std::string key = digest(id + "\n" + fn + "\n" + src);
     auto it = loaded_.find(key);
-    if (it == loaded_.end()) it = loaded_.emplace(key, load_or_build(key, src)).first;
-    return std::make_unique<CpuProgram>(it->second, fn);
+    if (it == loaded_.end()) it = loaded_.emplace(key, load_or_build(key, fn, src)).first;
+    return std::make_unique<CpuProgram>(it->second);
   }
 
 private:
-  std::shared_ptr<SharedObject> load_or_build(const std::string& key, const std::string& src) {
-    std::string dir = cache_dir();
-    std::string so = dir + "/" + key + ".so";
-    if (::access(so.c_str(), R_OK) == 0) {
-      try {
-        return std::make_shared<SharedObject>(so);
-      } catch (const std::runtime_error&) {
-        std::remove(so.c_str()); // a damaged cache entry: build it again
-      }
-    }
-    mkdirs(dir);
-    // Build beside the final name and rename: a crash or a second process never sees half a file.
-    std::string tmp = dir + "/" + key + "." + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp + ".c");
-      f << src;
-      if (!f) throw std::runtime_error("cannot write kernel source to " + tmp + ".c");
-    }
-    std::string cmd = compiler() + " " + kFlags + " -x c " + tmp + ".c -o " + tmp + ".so 2> " + tmp + ".err";
-    int rc = std::system(cmd.c_str());
-    std::ifstream ef(tmp + ".err");
-    std::stringstream err;
-    err << ef.rdbuf();
-    std::remove((tmp + ".c").c_str());
-    std::remove((tmp + ".err").c_str());
-    if (rc != 0) {
-      std::remove((tmp + ".so").c_str());
-      std::string e = err.str();
-      if (e.size() > 2000) e = e.substr(0, 2000) + "...";
-      throw std::runtime_error("kernel compile failed (" + compiler() + ", exit " + std::to_string(rc) +
-                               "):\n" + e);
-    }
-    compiles_++;
-    if (std::rename((tmp + ".so").c_str(), so.c_str()) != 0)
-      return std::make_shared<SharedObject>(tmp + ".so");
-    return std::make_shared<SharedObject>(so);
+  // What the object code depends on besides the source: the compiler, its flags and the host CPU.
+  static std::string compiler_id() {
+    std::string id = "clang-15-in-process " + host_cpu_id();
+    for (auto& f : kFlags)
+      id += " " + f;
+    return id;
   }
 
-  std::unordered_map<std::string, std::shared_ptr<SharedObject>> loaded_;
+  KernelFn load_or_build(const std::string& key, const std::string& fn, const std::string& src) {
+    std::string dir = cache_dir(), path = dir + "/" + key + ".o";
+    if (std::string object = read_object(path); !object.empty()) {
+      try {
+        return reinterpret_cast<KernelFn>(linker().load(object, fn));
+      } catch (const std::runtime_error&) {
+        // an entry that does not link is rebuilt below
+      }
+    }
+    std::string object = compile_c(src, kFlags);
+    compiles_++;
+    // Write beside the final name and rename: a crash or a second process never sees half a
+    // file. A cache that cannot be written costs a compile next time, nothing more.
+    mkdirs(dir);
+    std::string tmp = path + "." + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp, std::ios::binary);
+      f << with_trailer(object);
+      if (!f.flush()) std::remove(tmp.c_str());
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+    return reinterpret_cast<KernelFn>(linker().load(object, fn));
+  }
+
+  std::unordered_map<std::string, KernelFn> loaded_;
   int compiles_ = 0;
 };
 

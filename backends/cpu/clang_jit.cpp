@@ -1,0 +1,134 @@
+#include "backends/cpu/clang_jit.h"
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Frontend/Utils.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+
+namespace mg {
+
+namespace {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+template <typename T> T check(llvm::Expected<T> v, const char* what) {
+  if (!v) throw std::runtime_error(std::string(what) + ": " + llvm::toString(v.takeError()));
+  if constexpr (std::is_reference_v<T>)
+    return *v;
+  else
+    return std::move(*v);
+}
+
+} // namespace
+
+std::string compile_c(const std::string& src, const std::vector<std::string>& flags) {
+  init_llvm();
+  std::string diag_text;
+  llvm::raw_string_ostream diag_os(diag_text);
+  auto diag_opts = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  clang::TextDiagnosticPrinter printer(diag_os, diag_opts.get());
+  auto diags =
+      clang::CompilerInstance::createDiagnostics(diag_opts.get(), &printer, /*ShouldOwnClient=*/false);
+
+  // The driver turns flags such as -march=native into the frontend's target settings; its path
+  // only locates clang's resource directory, and the kernels include no headers.
+  std::vector<const char*> args{"/usr/lib/llvm-15/bin/clang", "-c", "-x", "c", "kernel.c", "-o", "kernel.o"};
+  for (auto& f : flags)
+    args.push_back(f.c_str());
+  clang::CreateInvocationOptions opts;
+  opts.Diags = diags;
+  std::shared_ptr<clang::CompilerInvocation> inv = clang::createInvocation(args, opts);
+  if (!inv) throw std::runtime_error("kernel compile failed: bad compiler flags:\n" + diag_text);
+  // The remapped buffer is owned, and freed, by the invocation's preprocessor options.
+  inv->getPreprocessorOpts().addRemappedFile("kernel.c", llvm::MemoryBuffer::getMemBufferCopy(src).release());
+
+  clang::CompilerInstance ci;
+  ci.setInvocation(std::move(inv));
+  ci.setDiagnostics(diags.get());
+  ci.setVerboseOutputStream(llvm::nulls()); // "1 error generated." would go to stderr
+  llvm::SmallVector<char, 0> object;
+  ci.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
+  llvm::LLVMContext ctx;
+  clang::EmitObjAction act(&ctx);
+  if (!ci.ExecuteAction(act) || diags->hasErrorOccurred() || object.empty())
+    throw std::runtime_error("kernel compile failed (clang 15, in process):\n" + diag_text);
+  return std::string(object.data(), object.size());
+}
+
+std::string host_cpu_id() {
+  std::string id = llvm::sys::getHostCPUName().str();
+  llvm::StringMap<bool> features;
+  if (llvm::sys::getHostCPUFeatures(features)) {
+    std::vector<std::string> on;
+    for (auto& f : features)
+      if (f.second) on.push_back(f.first().str());
+    std::sort(on.begin(), on.end()); // StringMap order is not stable across runs
+    for (auto& f : on)
+      id += "," + f;
+  }
+  return id;
+}
+
+struct ObjectLinker::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::mutex m;
+  int next = 0;
+  std::string reported; // errors the session reports (a failed link) rather than returns
+};
+
+ObjectLinker::ObjectLinker() : impl_(std::make_unique<Impl>()) {
+  init_llvm();
+  impl_->jit = check(llvm::orc::LLJITBuilder().create(), "cannot start the JIT");
+  impl_->jit->getExecutionSession().setErrorReporter(
+      [impl = impl_.get()](llvm::Error e) { impl->reported += llvm::toString(std::move(e)) + "\n"; });
+}
+
+ObjectLinker::~ObjectLinker() = default;
+
+void* ObjectLinker::load(const std::string& object, const std::string& symbol) {
+  std::lock_guard<std::mutex> lk(impl_->m);
+  impl_->reported.clear();
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, "kernel.o");
+  // Parse it first: a damaged object must be an error here, not a failure deep in the linker.
+  check(llvm::object::ObjectFile::createObjectFile(buf->getMemBufferRef()), "not a valid object file");
+  auto& jit = *impl_->jit;
+  llvm::orc::JITDylib& jd =
+      check(jit.createJITDylib("kernel" + std::to_string(impl_->next++)), "cannot create a JIT library");
+  // The kernels call libm (expf, sinf, ...) from this process.
+  jd.addGenerator(check(
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit.getDataLayout().getGlobalPrefix()),
+      "cannot search this process for symbols"));
+  if (llvm::Error e = jit.addObjectFile(jd, std::move(buf)))
+    throw std::runtime_error("cannot link kernel: " + llvm::toString(std::move(e)));
+  auto addr = jit.lookup(jd, symbol);
+  if (!addr) {
+    std::string msg = llvm::toString(addr.takeError());
+    throw std::runtime_error("cannot link kernel " + symbol + ": " + msg + "\n" + impl_->reported);
+  }
+  return addr->toPtr<void*>();
+}
+
+} // namespace mg

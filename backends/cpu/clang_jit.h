@@ -1,0 +1,36 @@
+// The CPU device's compiler, in process: C source through clang's frontend (libclang-cpp 15) to a
+// host object file in memory, and object files linked into the running process by LLVM's ORC
+// LLJIT. No subprocess, no temporary files; the caller decides what to cache.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mg {
+
+// Object code (ELF, relocatable) for C `src` compiled with the driver flags `flags`
+// (e.g. "-O2", "-march=native"). Throws std::runtime_error carrying clang's diagnostics.
+std::string compile_c(const std::string& src, const std::vector<std::string>& flags);
+
+// The host CPU's name and feature set, for cache keys: code built with -march=native on one
+// machine must not be loaded on another.
+std::string host_cpu_id();
+
+// Links object files into this process. Each object gets its own symbol namespace, so two
+// kernels may use the same function name. Objects stay loaded while the linker lives.
+class ObjectLinker {
+public:
+  ObjectLinker();
+  ~ObjectLinker();
+  ObjectLinker(const ObjectLinker&) = delete;
+  ObjectLinker& operator=(const ObjectLinker&) = delete;
+  // Adds `object` and returns the address of its function `symbol`. Throws when the object is
+  // not a valid object file or lacks the symbol.
+  void* load(const std::string& object, const std::string& symbol);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace mg
