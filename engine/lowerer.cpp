@@ -150,21 +150,39 @@ struct Lowerer {
     return r;
   }
 
+  // An unrolled dim gives copies of the reduced value. Folded into one term per iteration they
+  // form a serial chain through the accumulator; so the copies of the innermost unrolled dim each
+  // get their own accumulator (a vector of them, which clang keeps in one register), combined
+  // once after the loop. Other unrolled dims are folded inside the loop. A kernel with an output
+  // tile (UPCAST) has independent chains already, and copies of its tile would crowd registers.
   UOpRef lower_reduce(const UOpRef& u) {
     Ops op = u->rarg().op;
     UOpRef v = lower(u->src[0]);
     std::vector<UOpRef> loops{v};
+    int64_t lanes_dim = -1;
     for (auto a : u->rarg().axes) {
       if (ks.full[a] == 1) continue;
       if (ks.kind[a] == kReduce) loops.push_back(ranges[a]);
-      if (ks.kind[a] != kUnroll) continue;
-      auto copies = expand_dim(v, ranges[a], ks.full[a]);
-      v = copies[0];
-      for (size_t i = 1; i < copies.size(); i++)
-        v = alu(op, {v, copies[i]});
+      if (ks.kind[a] == kUnroll) lanes_dim = a;
     }
-    loops[0] = v;
-    return loops.size() == 1 ? v : UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
+    if (std::count(ks.kind.begin(), ks.kind.end(), kUpcast)) lanes_dim = -1;
+    auto fold = [&](const std::vector<UOpRef>& copies) {
+      UOpRef r = copies[0];
+      for (size_t i = 1; i < copies.size(); i++)
+        r = alu(op, {r, copies[i]});
+      return r;
+    };
+    for (auto a : u->rarg().axes)
+      if (ks.full[a] != 1 && ks.kind[a] == kUnroll && (a != lanes_dim || loops.size() == 1))
+        v = fold(expand_dim(v, ranges[a], ks.full[a]));
+    if (loops.size() == 1) return v;
+    std::vector<UOpRef> lanes{v};
+    if (lanes_dim >= 0) lanes = expand_dim(v, ranges[lanes_dim], ks.full[lanes_dim]);
+    for (auto& l : lanes) {
+      loops[0] = l;
+      l = UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
+    }
+    return fold(lanes);
   }
 
   UOpRef lower(const UOpRef& u) {

@@ -62,6 +62,10 @@ std::string compile_c(const std::string& src, const std::vector<std::string>& fl
   opts.Diags = diags;
   std::shared_ptr<clang::CompilerInvocation> inv = clang::createInvocation(args, opts);
   if (!inv) throw std::runtime_error("kernel compile failed: bad compiler flags:\n" + diag_text);
+  // The driver asks the frontend not to free its AST and modules (a compiler process exits
+  // anyway); in a process that compiles thousands of kernels that would be a leak per compile.
+  inv->getFrontendOpts().DisableFree = false;
+  inv->getCodeGenOpts().DisableFree = false;
   // The remapped buffer is owned, and freed, by the invocation's preprocessor options.
   inv->getPreprocessorOpts().addRemappedFile("kernel.c", llvm::MemoryBuffer::getMemBufferCopy(src).release());
 

@@ -163,4 +163,26 @@ test("float32 exp2 (the renderer's own, vectorizable) is exact on integers and w
   assert(special[1] == 1 / 0 and special[2] == 0 and special[3] ~= special[3] and special[4] == 1 / 0 and special[5] == 0)
 end)
 
+test("float32 log2 (the renderer's own, vectorizable) is exact on powers of two and within 2 ulp elsewhere", function()
+  local xs = {}
+  for i = -149, 127 do xs[#xs + 1] = 2.0 ^ i end
+  for i = 0, 3000 do xs[#xs + 1] = 1.37 ^ (i * 0.1 - 150) end -- subnormals up to 1e20
+  for i = 0, 400 do xs[#xs + 1] = 0.9 + i * 0.0005 end -- around 1, where log2 is near 0
+  local got = Tensor(xs, "float32"):log2():tolist()
+  local xf = Tensor(xs, "float32"):tolist()
+  for i, x in ipairs(xf) do
+    local want = math.log(x, 2)
+    if i <= 277 then
+      assert(got[i] == want, ("log2(%.9g) = %.9g, expected %.9g"):format(x, got[i], want))
+    else
+      -- 2 ulp of the result, or of 1e-7 absolute near x = 1 (float32's own error of x itself)
+      local tol = math.max(2.4e-7 * math.abs(want), 1.8e-7)
+      assert(math.abs(got[i] - want) <= tol, ("log2(%.9g) = %.9g, expected %.9g"):format(x, got[i], want))
+    end
+  end
+  local special = Tensor({ 1 / 0, 0, -0.0, -1, 0 / 0, -1 / 0 }, "float32"):log2():tolist()
+  assert(special[1] == 1 / 0 and special[2] == -1 / 0 and special[3] == -1 / 0)
+  for k = 4, 6 do assert(special[k] ~= special[k], "log2 of a negative or NaN is NaN") end
+end)
+
 H.done()
