@@ -217,12 +217,13 @@ void render_range(CRender& r, const UOpRef& u) {
   std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
   std::string t = c_type(u->dtype), sz = r.E(u->src[0]);
   r.expr[u.get()] = n;
-  if (u.get() == r.par) { // this core's share of the outermost loop
-    r.line(t + " lo = (" + t + ")(" + sz + "*(long long)core/ncores), hi = (" + t + ")(" + sz +
-           "*(long long)(core+1)/ncores);");
-    r.line("for (" + t + " " + n + " = lo; " + n + " < hi; " + n + "++) {");
-  } else
-    r.line("for (" + t + " " + n + " = 0; " + n + " < " + sz + "; " + n + "++) {");
+  r.line("for (" + t + " " + n + " = 0; " + n + " < " + sz + "; " + n + "++) {");
+  // This core's share of the outermost loop. The loop itself keeps its constant bounds: with
+  // bounds that vary by core, clang vectorized a convolution's body 9x worse (measured).
+  if (u.get() == r.par) {
+    r.line("  if (" + n + " < (" + t + ")(" + sz + "*(long long)core/ncores) || " + n + " >= (" + t + ")(" + sz +
+           "*(long long)(core+1)/ncores)) continue;");
+  }
   r.ind++;
 }
 
