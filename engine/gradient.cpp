@@ -13,6 +13,11 @@ namespace mg {
 
 namespace {
 
+std::vector<CustomGradFn>& custom_grads() {
+  static std::vector<CustomGradFn> fns;
+  return fns;
+}
+
 using Grads = std::vector<std::optional<Tensor>>; // one entry per source of the node
 // A rule gets the gradient flowing into a node and the node; it returns the gradient for
 // each of the node's sources (nullopt: that source gets none).
@@ -86,6 +91,31 @@ const std::unordered_map<Ops, Rule>& rules() {
        }},
       {Ops::CAST, [](const Tensor& g, const UOpRef& u) { return Grads{g.cast(u->src[0]->dtype)}; }},
       {Ops::CONTIGUOUS, [](const Tensor& g, const UOpRef&) { return Grads{g}; }},
+      // src[0] gets none: its inputs get theirs from the function, or through it where the
+      // function leaves them to the automatic rules
+      {Ops::CUSTOM_GRAD,
+       [](const Tensor& g, const UOpRef& u) {
+         std::vector<Tensor> inputs;
+         for (size_t i = 1; i < u->src.size(); i++)
+           inputs.push_back(src(u, i));
+         auto given = custom_grads().at(static_cast<size_t>(u->iarg()))(g, inputs);
+         Grads out{std::nullopt};
+         std::vector<UOpRef> rest;
+         for (size_t i = 0; i < inputs.size(); i++) {
+           out.push_back(i < given.size() ? given[i] : std::nullopt);
+           if (!out.back()) rest.push_back(inputs[i].uop);
+         }
+         if (!rest.empty()) {
+           auto auto_grads = gradient(u->src[0], g.uop, rest);
+           for (size_t i = 1, k = 0; i < out.size(); i++)
+             if (!out[i] && auto_grads[k++]) out[i] = Tensor(*auto_grads[k - 1]);
+         }
+         for (size_t i = 1; i < out.size(); i++)
+           if (out[i] && out[i]->shape() != inputs[i - 1].shape())
+             user_error("custom gradient: input " + std::to_string(i) + " has shape " +
+                        shape_str(inputs[i - 1].shape()) + " but its gradient " + shape_str(out[i]->shape()));
+         return out;
+       }},
       // reductions keep their dims in the graph, so the gradient broadcasts straight back
       {Ops::REDUCE_AXIS,
        [](const Tensor& g, const UOpRef& u) {
@@ -167,6 +197,19 @@ bool blocks_gradient(Ops op) {
 }
 
 } // namespace
+
+int register_custom_grad(CustomGradFn fn) {
+  custom_grads().push_back(std::move(fn));
+  return static_cast<int>(custom_grads().size()) - 1;
+}
+
+UOpRef custom_grad(const UOpRef& value, const std::vector<UOpRef>& inputs, int id) {
+  if (id < 0 || static_cast<size_t>(id) >= custom_grads().size())
+    user_error("custom gradient: no function with id " + std::to_string(id));
+  std::vector<UOpRef> src{value};
+  src.insert(src.end(), inputs.begin(), inputs.end());
+  return UOp::make(Ops::CUSTOM_GRAD, value->dtype, src, static_cast<int64_t>(id));
+}
 
 std::vector<std::optional<UOpRef>> gradient(const UOpRef& root, const UOpRef& root_grad,
                                             const std::vector<UOpRef>& targets) {

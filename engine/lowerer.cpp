@@ -93,14 +93,34 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
   // sizes do not divide.
   // 5 and 3 fit the kernel windows of convolutions (their weight gradients reduce over the
   // whole batch for a 5x5 or 3x3 output: a tile over the window reuses each gradient load).
+  // Failing those, the largest divisor that fits (13 of a 26-wide image).
   const std::vector<int64_t> tile[2] = {{16, 8, 5, 4, 3}, {8, 5, 4, 3, 2}};
   int upcasts = 0;
+  int64_t tile_size = 1;
   for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;) {
     if (ks.kind[d] != kGlobal || !broadcast_in_some_view(d)) continue;
-    for (int64_t amt : tile[upcasts])
+    std::vector<int64_t> amts = tile[upcasts];
+    for (int64_t a = amts.front(); a > 2; a--)
+      if (ks.full[d] % a == 0) {
+        amts.push_back(a);
+        break;
+      }
+    for (int64_t amt : amts)
       if (try_split(ks, sts, d, amt)) {
         applied.push_back("UPCAST(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
         upcasts++;
+        tile_size *= amt;
+        break;
+      }
+  }
+  // A small tile (a 3x3 window) reuses each load a few times only: widen it along one more
+  // broadcast dim, as a weight gradient's output channels.
+  for (size_t d = ks.full.size(); d-- > 0 && tile_size < 16;) {
+    if (ks.kind[d] != kGlobal || ks.full[d] == 1 || !broadcast_in_some_view(d)) continue;
+    for (int64_t amt : {8, 4, 2})
+      if (tile_size * amt <= 72 && try_split(ks, sts, d, amt)) {
+        applied.push_back("UPCAST(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
+        tile_size *= amt;
         break;
       }
   }

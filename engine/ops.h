@@ -14,6 +14,7 @@ namespace mg {
   X(BUFFER, Buffer)                                                                                          \
   X(CONTIGUOUS, Meta)                                                                                        \
   X(DETACH, Meta)                                                                                            \
+  X(CUSTOM_GRAD, Meta) /* src[0]'s value; src[1..] get gradients from a registered function */           \
   /* elementwise: unary */                                                                                   \
   X(EXP2, Unary)                                                                                             \
   X(LOG2, Unary)                                                                                             \

@@ -80,6 +80,13 @@ const PatternMatcher& split_reduce_rules() {
 }
 
 // Ops whose value at 0 is not 0: a padded region would compute garbage through them.
+// A custom gradient matters to backward only: its value is its first source.
+const PatternMatcher& drop_custom_grads() {
+  static const PatternMatcher pm{
+      {UPat::op(Ops::CUSTOM_GRAD), [](const Match& m) { return m.root()->src[0]; }}};
+  return pm;
+}
+
 bool unsafe_under_pad(Ops op) {
   return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD ||
          op == Ops::POW;
@@ -333,8 +340,14 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached())
       x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::unique_tag()});
     UOpRef r = resolve_realized(x);
-    auto nodes = toposort(r.get()); // a rewrite of the whole graph only where it has a long reduce
-    if (std::any_of(nodes.begin(), nodes.end(), long_reduce)) r = graph_rewrite(r, split_reduce_rules());
+    // rewrites of the whole graph only where they have work to do (decided before either runs:
+    // a rewrite may free the nodes listed)
+    auto nodes = toposort(r.get());
+    bool custom =
+        std::any_of(nodes.begin(), nodes.end(), [](const UOp* u) { return u->op == Ops::CUSTOM_GRAD; });
+    bool split = std::any_of(nodes.begin(), nodes.end(), long_reduce);
+    if (custom) r = graph_rewrite(r, drop_custom_grads());
+    if (split) r = graph_rewrite(r, split_reduce_rules());
     resolved.push_back(r);
   }
   s.own_kernel = reduces_feeding_several_outputs(resolved);

@@ -8,6 +8,15 @@
 namespace mg::lua {
 
 namespace {
+// The state running backward() or Tensor.gradient(): custom gradient functions written in Lua
+// are called on it (it may be a coroutine).
+thread_local lua_State* grad_state = nullptr;
+struct GradState {
+  lua_State* saved;
+  explicit GradState(lua_State* L) : saved(grad_state) { grad_state = L; }
+  ~GradState() { grad_state = saved; }
+};
+
 constexpr const char* kGradRegistry = "moongrad.requires_grad"; // weak-keyed: tensor -> true
 
 void push_attrs(lua_State* L, int idx) { // the user value table, created on first use
@@ -116,6 +125,7 @@ int t_backward(lua_State* L) {
     }
   } else
     lua_newtable(L);
+  GradState gs(L);
   auto grads = gradient(out.uop, seed, targets);
   int found = 0;
   for (size_t i = 0; i < grads.size(); i++) {
@@ -155,6 +165,7 @@ int t_gradient(lua_State* L) {
     ts.push_back(*t);
     lua_pop(L, 1);
   }
+  GradState gs(L);
   auto grads = gradient(out.uop, seed, targets);
   lua_createtable(L, static_cast<int>(n), 0);
   for (size_t i = 0; i < grads.size(); i++) {
@@ -178,7 +189,62 @@ int t_detach(lua_State* L) {
   return 1;
 }
 
+// Tensor._grad_fn(fn) -> id. fn(g, input1, input2, ...) returns the inputs' gradients (nil:
+// the automatic one). Each call registers fn for good, so callers keep one per distinct use.
+int t_grad_fn(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  int id = register_custom_grad([ref](const Tensor& g, const std::vector<Tensor>& inputs) {
+    lua_State* L = grad_state;
+    if (!L) throw std::logic_error("a custom gradient written in Lua ran outside backward()");
+    int top = lua_gettop(L), n = static_cast<int>(inputs.size());
+    if (!lua_checkstack(L, n + 2)) throw std::runtime_error("custom gradient: Lua stack overflow");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    push_tensor(L, g);
+    for (auto& t : inputs)
+      push_tensor(L, t);
+    if (lua_pcall(L, n + 1, n, 0) != LUA_OK) {
+      std::string msg = lua_isstring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
+      lua_settop(L, top);
+      throw std::runtime_error("custom gradient: " + msg);
+    }
+    std::vector<std::optional<Tensor>> out;
+    for (int i = 0; i < n; i++) {
+      Tensor* t = test_tensor(L, top + 1 + i);
+      if (!t && !lua_isnil(L, top + 1 + i)) {
+        lua_settop(L, top);
+        throw std::runtime_error("custom gradient: result " + std::to_string(i + 1) +
+                                 " is not a Tensor or nil");
+      }
+      out.push_back(t ? std::optional<Tensor>(*t) : std::nullopt);
+    }
+    lua_settop(L, top);
+    return out;
+  });
+  lua_pushinteger(L, id);
+  return 1;
+}
+
+// Tensor._custom_grad(value, {inputs...}, id) -> value, whose backward calls function id.
+int t_custom_grad(lua_State* L) {
+  Tensor& v = check_tensor(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<UOpRef> inputs;
+  for (lua_Integer i = 1, n = max_index(L, 2); i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    Tensor* t = test_tensor(L, -1);
+    if (!t) throw std::invalid_argument("custom gradient: input " + std::to_string(i) + " is not a Tensor");
+    inputs.push_back(t->uop);
+    lua_pop(L, 1);
+  }
+  push_tensor(L, Tensor(custom_grad(v.uop, inputs, static_cast<int>(luaL_checkinteger(L, 3)))));
+  return 1;
+}
+
 const Binding kAutogradFns[] = {
+    {"Tensor._grad_fn", t_grad_fn},
+    {"Tensor._custom_grad", t_custom_grad},
     {"Tensor:backward", t_backward},
     {"Tensor.gradient", t_gradient},
     {"Tensor:assign", t_assign},

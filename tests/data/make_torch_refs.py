@@ -622,6 +622,13 @@ def add_cases():
   case("conv2d_1d_stride", "a:conv2d(b, nil, {stride=2})", lambda x, w: F.conv1d(x, w, stride=2), [R(1, 2, 9), R(2, 2, 3)], atol=1e-5)
   case("conv2d_3x3_winograd_shape", "a:conv2d(b, c, {padding=1})", lambda x, w, b: F.conv2d(x, w, b, padding=1),
        [R(1, 2, 6, 6), R(2, 2, 3, 3), R(2)], atol=1e-5)
+  # 32+ input values per output (cin * window): the weight gradient is a matmul of the windows
+  case("conv2d_wide_stride_padding", "a:conv2d(b, c, {stride=2, padding=1})",
+       lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [R(2, 4, 7, 7), R(3, 4, 3, 3), R(3)], atol=1e-5)
+  case("conv2d_wide_dilation_asym", "a:conv2d(b, nil, {dilation=2, padding={1, 0, 2, 1}})",
+       lambda x, w: F.conv2d(F.pad(x, (1, 0, 2, 1)), w, dilation=2), [R(1, 8, 6, 7), R(2, 8, 2, 2)], atol=1e-5)
+  case("conv2d_wide_1d", "a:conv2d(b, nil, {padding=1})", lambda x, w: F.conv1d(x, w, padding=1),
+       [R(2, 16, 9), R(3, 16, 3)], atol=1e-5)
   case("conv2d_relu_nchw_permuted", "a:permute(0, 3, 1, 2):conv2d(b):relu()", lambda x, w: F.conv2d(x.permute(0, 3, 1, 2), w).relu(),
        [R(1, 5, 5, 2), R(2, 2, 2, 2)], atol=1e-5)
   case("conv_transpose2d", "a:conv_transpose2d(b)", lambda x, w: F.conv_transpose2d(x, w), [R(1, 2, 3, 3), R(2, 3, 2, 2)], atol=1e-5)

@@ -102,6 +102,9 @@ check("gather", function(a) return a:gather(1, Tensor { { 2, 0 }, { 1, 1 } }) en
 -- composed ops
 check("conv2d (stride 2, padding 1, bias)", function(x, w, b) return x:conv2d(w, b, { stride = 2, padding = 1 }) end,
   { { 1, 2, 5, 5 }, { 3, 2, 3, 3 }, { 3 } })
+-- 32+ input values per output: the weight's gradient is the matmul of the windows
+check("conv2d (36 values per output, stride 2, padding 1)",
+  function(x, w) return x:conv2d(w, { stride = 2, padding = 1 }) end, { { 2, 4, 5, 5 }, { 3, 4, 3, 3 } })
 check("conv2d (groups 2, dilation 2)", function(x, w) return x:conv2d(w, { groups = 2, dilation = 2 }) end,
   { { 1, 4, 5, 5 }, { 2, 2, 2, 2 } })
 check("max_pool2d", function(x) return x:max_pool2d(2) end, { { 1, 2, 4, 4 } })
@@ -134,6 +137,24 @@ test("backward fills .grad, accumulates, and skips detached paths", function()
   H.same(w.grad:tolist(), { 1.0, 2.0, 3.0 }, 1e-6)
   H.errors(function() Tensor{1.0, 2.0}:requires_grad_():backward() end, "needs a gradient argument")
   H.errors(function() (Tensor{1.0} * 2):sum():backward() end, "does not depend on any tensor with requires_grad")
+end)
+
+test("a custom gradient replaces the automatic one for the inputs it covers, and only for those", function()
+  local id = Tensor._grad_fn(function(g, x, y) return g * 3, nil end)
+  local x, y = Tensor({ 1.0, 2.0 }):requires_grad_(), Tensor({ 5.0, 7.0 }):requires_grad_()
+  local v = Tensor._custom_grad(x * y, { x, y }, id)
+  H.same(v:tolist(), { 5.0, 14.0 }) -- the value is the first argument's
+  local v2 = Tensor._custom_grad(x * y, { x, y }, id)
+  v2:sum():backward()
+  H.same(x.grad:tolist(), { 3.0, 3.0 }) -- from the function
+  H.same(y.grad:tolist(), { 1.0, 2.0 }) -- nil: automatic, d(x*y)/dy = x
+  local boom = Tensor._grad_fn(function() error("boom") end)
+  H.errors(function() Tensor._custom_grad(x * 2, { x }, boom):sum():backward() end, "boom")
+  local wrong = Tensor._grad_fn(function() return Tensor({ 1.0 }) end)
+  H.errors(function() Tensor._custom_grad(x * 2, { x }, wrong):sum():backward() end, "input 1 has shape (2,) but its gradient (1,)")
+  local notensor = Tensor._grad_fn(function() return 5 end)
+  H.errors(function() Tensor._custom_grad(x * 2, { x }, notensor):sum():backward() end, "not a Tensor or nil")
+  H.errors(function() Tensor._custom_grad(x, { x }, 100000) end, "no function with id 100000")
 end)
 
 H.done()
