@@ -3,11 +3,15 @@
 // W6: a 100-op elementwise chain on 16 elements, built and realized (ms per realize, no JIT)
 // G1: 10,000-op chain build + schedule (ms)
 // M1: 512x512 float32 matmul (GFLOPS)
+// B0: the machine's triad bandwidth, a[i] = b[i] + s*c[i] in a plain C++ loop over the same
+//     4,194,304 float32 on MG_THREADS threads (GB/s): the ceiling W1 and U1 are measured against
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
+#include "engine/settings.h"
 #include "engine/tensor.h"
 
 using namespace mg;
@@ -24,9 +28,29 @@ template <class F> static double best_of(int n, F f) {
   return t[t.size() / 2]; // median
 }
 
+static double triad(int64_t n, int threads) {
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  auto part = [&](int t) {
+    int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    for (int64_t i = lo; i < hi; i++)
+      a[i] = b[i] + 0.5f * c[i];
+  };
+  return best_of(20, [&] {
+    auto t0 = clk::now();
+    std::vector<std::thread> ts;
+    for (int t = 1; t < threads; t++)
+      ts.emplace_back(part, t);
+    part(0);
+    for (auto& t : ts)
+      t.join();
+    return secs(t0);
+  });
+}
+
 int main() {
   Tensor::manual_seed(0);
   const int64_t N = 4194304;
+  std::printf("B0 %.2f GB/s\n", 3.0 * 4 * N / triad(N, settings().threads) * 1e-9);
   Tensor a = Tensor::rand({N}), b = Tensor::rand({N});
   Tensor::realize_all({&a, &b});
   double w1 = best_of(20, [&] {

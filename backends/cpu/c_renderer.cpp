@@ -196,6 +196,7 @@ struct CRender {
   std::ostringstream body;
   int ind = 1;
   const UOp* par = nullptr; // the loop split across cores, if any
+  bool par_nested = false;  // whether it has loops inside
 
   std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
   void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
@@ -217,13 +218,15 @@ void render_range(CRender& r, const UOpRef& u) {
   std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
   std::string t = c_type(u->dtype), sz = r.E(u->src[0]);
   r.expr[u.get()] = n;
-  r.line("for (" + t + " " + n + " = 0; " + n + " < " + sz + "; " + n + "++) {");
-  // This core's share of the outermost loop. The loop itself keeps its constant bounds: with
-  // bounds that vary by core, clang vectorized a convolution's body 9x worse (measured).
-  if (u.get() == r.par) {
-    r.line("  if (" + n + " < (" + t + ")(" + sz + "*(long long)core/ncores) || " + n + " >= (" + t + ")(" + sz +
-           "*(long long)(core+1)/ncores)) continue;");
-  }
+  std::string lo = "0", hi = sz, share_lo = "(" + t + ")(" + sz + "*(long long)core/ncores)",
+              share_hi = "(" + t + ")(" + sz + "*(long long)(core+1)/ncores)";
+  // This core's share of the outermost loop. A loop with loops inside keeps its constant bounds
+  // and skips the other shares: with bounds that vary by core, clang vectorized a convolution's
+  // body 9x worse. A single loop takes the share as its bounds, or it would not vectorize.
+  bool skip = u.get() == r.par && r.par_nested;
+  if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
+  r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
+  if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
   r.ind++;
 }
 
@@ -301,6 +304,8 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
     bf16 |= u->dtype == DType::BFloat16;
   }
   r.par = parallel ? parallel_loop(linear) : nullptr;
+  r.par_nested =
+      std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::RANGE; }) > 1;
   const auto& rules = c_rules();
   for (auto& u : linear) {
     auto it = rules.find(u->op);
