@@ -77,7 +77,7 @@ bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
 // per loop iteration along dims where an input is broadcast (each loaded value is reused
 // across the tile, kept in registers), and unroll the innermost reduce loop.
 std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
-                                         const std::unordered_set<const UOp*>& loaded) {
+                                         const std::unordered_set<const UOp*>& loaded, Ops reduce_op) {
   std::vector<std::string> applied;
   bool has_reduce = false;
   for (size_t d = 0; d < ks.full.size(); d++)
@@ -127,6 +127,9 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
   bool loads_in_reduce = false; // a reduce over constants (arange) folds away: nothing to unroll
   for (auto& [u, st] : sts)
     loads_in_reduce |= loaded.count(u) && st.shape() == ks.full;
+  // A sum with no tile stays one plain loop: the renderer lets its additions be reordered and
+  // clang vectorizes it whole, which it fails to do for unrolled copies of a long term.
+  if (reduce_op == Ops::ADD && tile_size == 1) loads_in_reduce = false;
   for (size_t d = ks.full.size(); d-- > 0 && loads_in_reduce;)
     if (ks.kind[d] == kReduce) {
       for (int64_t amt : {8, 4, 2})
@@ -327,9 +330,12 @@ LoweredKernel lower_kernel(const UOpRef& ast) {
     for (size_t i = ks.full.size(); i-- > 1;)
       try_merge(ks, sts, i - 1);
     std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
-    for (const UOp* u : toposort(ast.get()))
+    Ops reduce_op = Ops::SINK;
+    for (const UOp* u : toposort(ast.get())) {
       if (u->op == Ops::LOAD) loaded.insert(u->src[1].get());
-    k.opts = hand_coded_opts(ks, sts, loaded);
+      if (u->op == Ops::REDUCE_AXIS) reduce_op = u->rarg().op;
+    }
+    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op);
   }
   k.ast = apply_views(ast, ks, sts);
   k.full_shape = ks.full;

@@ -197,6 +197,7 @@ struct CRender {
   int ind = 1;
   const UOp* par = nullptr; // the loop split across cores, if any
   bool par_nested = false;  // whether it has loops inside
+  bool one_acc = false;     // the kernel has a single accumulator
 
   std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
   void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
@@ -244,6 +245,28 @@ void render_store(CRender& r, const UOpRef& u) {
   r.line(r.E(idx->src[0]) + "[" + r.E(idx->src[1]) + "] = " + v + ";");
 }
 
+// A kernel's only float sum may add its terms in any order, so clang vectorizes the loop into
+// partial sums, one per lane (16x faster for a sum of exponentials); C's strict order allows no
+// such thing. The term gets its own name first, so only the accumulation is reordered. Kernels
+// with a tile of accumulators (matmul) already have independent chains, and a term split off
+// its addition would no longer fuse into one multiply-add.
+bool is_float_sum(const CRender& r, const UOpRef& u) {
+  const UOpRef& v = u->src[1];
+  return r.one_acc && is_float(v->dtype) && v->op == Ops::ADD && v->src[0] == u->src[0];
+}
+
+void render_assign(CRender& r, const UOpRef& u) {
+  const std::string& acc = r.E(u->src[0]);
+  if (!is_float_sum(r, u)) return r.line(acc + " = " + r.E(u->src[1]) + ";");
+  const UOpRef& term = u->src[1]->src[1];
+  std::string t = r.E(term);
+  if (term->op != Ops::LOAD && r.expr.count(term.get()) && t.find_first_of("(+-*/?") != std::string::npos) {
+    r.declare(term, "red", t);
+    t = r.E(term);
+  }
+  r.line("{ _Pragma(\"clang fp reassociate(on)\") " + acc + " = (" + acc + "+" + t + "); }");
+}
+
 // Values are inlined into their single user when computed in the same loop (keeping clang's
 // bracket depth small); otherwise they get a name.
 void render_alu(CRender& r, const UOpRef& u) {
@@ -281,8 +304,7 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
       {Ops::LOAD, render_load},
       {Ops::STORE, render_store},
       {Ops::DEFINE_ACC, [](CRender& r, const UOpRef& u) { r.declare(u, "acc", r.E(u->src[0])); }},
-      {Ops::ASSIGN,
-       [](CRender& r, const UOpRef& u) { r.line(r.E(u->src[0]) + " = " + r.E(u->src[1]) + ";"); }},
+      {Ops::ASSIGN, render_assign},
   };
   return rules;
 }
@@ -304,6 +326,8 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
     bf16 |= u->dtype == DType::BFloat16;
   }
   r.par = parallel ? parallel_loop(linear) : nullptr;
+  r.one_acc = std::count_if(linear.begin(), linear.end(),
+                            [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) == 1;
   r.par_nested =
       std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::RANGE; }) > 1;
   const auto& rules = c_rules();
