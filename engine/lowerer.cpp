@@ -96,7 +96,7 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
   // Failing those, the largest divisor that fits (13 of a 26-wide image).
   const std::vector<int64_t> tile[2] = {{16, 8, 5, 4, 3}, {8, 5, 4, 3, 2}};
   int upcasts = 0;
-  int64_t tile_size = 1;
+  int64_t tile_size = 1, row = 1; // row: the innermost upcast
   for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;) {
     if (ks.kind[d] != kGlobal || !broadcast_in_some_view(d)) continue;
     std::vector<int64_t> amts = tile[upcasts];
@@ -108,14 +108,16 @@ std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
     for (int64_t amt : amts)
       if (try_split(ks, sts, d, amt)) {
         applied.push_back("UPCAST(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
-        upcasts++;
+        if (upcasts++ == 0) row = amt;
         tile_size *= amt;
         break;
       }
   }
-  // A small tile (a 3x3 window) reuses each load a few times only: widen it along one more
-  // broadcast dim, as a weight gradient's output channels.
-  for (size_t d = ks.full.size(); d-- > 0 && tile_size < 16;) {
+  // A small tile (a 3x3 window, or 4x4 of a 12-wide image) reuses each load a few times only:
+  // widen it along one more broadcast dim, as a weight gradient's output channels. Measured:
+  // 4x4 -> 4x4x4 halved a transposed 5x5 conv; 13x2 -> 13x2x2 made one 60% slower.
+  auto small = [&] { return tile_size < 16 || (tile_size < 32 && row < 8); };
+  for (size_t d = ks.full.size(); d-- > 0 && small();) {
     if (ks.kind[d] != kGlobal || ks.full[d] == 1 || !broadcast_in_some_view(d)) continue;
     for (int64_t amt : {8, 4, 2})
       if (tile_size * amt <= 72 && try_split(ks, sts, d, amt)) {

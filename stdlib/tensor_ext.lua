@@ -281,6 +281,9 @@ local function conv_grads(groups, s, d, pads)
   local crop = {}
   for i, p in ipairs(pads) do crop[i] = -p end
   grad_fns[key] = T._grad_fn(function(g, x, w)
+    -- stored once: both gradients read it many times over, and it may be a long expression
+    -- (a pool's and a norm's backward)
+    g = g:contiguous()
     -- the padded input's size can exceed what the windows cover (a stride that does not
     -- divide it): output_padding makes up the rest, then the padding is cut off again
     local op = {}

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -311,6 +312,33 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
 
 } // namespace
 
+// The widest run of loads from consecutive addresses (base, base+1, ...) in a kernel with a tile
+// of accumulators: how wide the rows are that clang can load as vectors. 16 without a tile.
+int64_t tile_row_width(const std::vector<UOpRef>& linear) {
+  if (std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) <
+      2)
+    return 16;
+  std::map<std::pair<const UOp*, const UOp*>, std::set<int64_t>> offsets; // (buffer, base) -> offsets
+  for (auto& u : linear) {
+    if (u->op != Ops::LOAD) continue;
+    const UOp* buf = u->src[0]->src[0].get();
+    const UOp* idx = u->src[0]->src[1].get();
+    if (idx->op == Ops::ADD && idx->src[1]->op == Ops::CONST)
+      offsets[{buf, idx->src[0].get()}].insert(static_cast<int64_t>(idx->src[1]->const_value()));
+    else
+      offsets[{buf, idx}].insert(0);
+  }
+  int64_t widest = 1;
+  for (auto& [base, ks] : offsets)
+    for (int64_t k : ks) {
+      int64_t run = 1;
+      while (ks.count(k + run))
+        run++;
+      widest = std::max(widest, run);
+    }
+  return widest;
+}
+
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
   CRender r;
   std::map<int64_t, DType> globals;
@@ -340,6 +368,10 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
   }
   std::ostringstream os;
   std::string body = r.body.str();
+  // A tile of accumulators is packed into vectors along the rows it loads; where a row is
+  // narrower than a 512-bit vector, clang packs two rows into one and loads them with gathers (a
+  // 5x5 convolution with 8-wide rows ran 10x slower). The CPU device reads this line as a flag.
+  if (tile_row_width(linear) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
   os << kPrelude << (bf16 ? kBf16 : "") << (body.find("mg_exp2f(") != std::string::npos ? kExp2 : "")
      << (body.find("mg_log2f(") != std::string::npos ? kLog2 : "") << "void " << fn
      << "(void** bufs, int core, int ncores) {\n";

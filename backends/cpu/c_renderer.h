@@ -7,5 +7,8 @@
 #include "engine/uop.h"
 
 namespace mg {
+// A source line starting with this passes the rest of the line to the compiler as one flag.
+inline constexpr const char* kCompileFlagTag = "//!flag ";
+
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
-}
+} // namespace mg

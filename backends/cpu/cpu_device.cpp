@@ -195,7 +195,13 @@ private:
         // an entry that does not link is rebuilt below
       }
     }
-    std::string object = compile_c(src, kFlags);
+    std::vector<std::string> flags = kFlags;
+    for (size_t at = 0; src.compare(at, std::strlen(kCompileFlagTag), kCompileFlagTag) == 0;) {
+      size_t end = src.find('\n', at);
+      flags.push_back(src.substr(at + std::strlen(kCompileFlagTag), end - at - std::strlen(kCompileFlagTag)));
+      at = end == std::string::npos ? src.size() : end + 1;
+    }
+    std::string object = compile_c(src, flags);
     compiles_++;
     // Write beside the final name and rename: a crash or a second process never sees half a
     // file. A cache that cannot be written costs a compile next time, nothing more.
