@@ -1,5 +1,6 @@
 // The CPU device: C source from the C renderer, compiled in process by clang 15 into an object
 // file, linked by LLVM's ORC JIT, and kept in an on-disk cache so a second run compiles nothing.
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,8 +154,14 @@ public:
       throw std::runtime_error("cannot allocate " + std::to_string(bytes >> 20) +
                                " MiB on CPU: the machine has " + std::to_string(ram >> 20) +
                                " MiB of memory");
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    // Big buffers on 2 MiB boundaries, marked for transparent huge pages where the kernel allows
+    // (Debian's default is "madvise"): a fresh 16 MiB result then faults in 8 times, not 4096.
+    constexpr size_t kHuge = 2 << 20;
+    bool huge = bytes >= 2 * kHuge;
+    size_t align = huge ? kHuge : 64, size = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, size);
     if (!p) throw std::runtime_error("out of memory allocating " + std::to_string(bytes) + " bytes on CPU");
+    if (huge) ::madvise(p, size, MADV_HUGEPAGE); // advice only: no huge pages is no error
     return p;
   }
   void free(void* p, size_t) override { std::free(p); }
