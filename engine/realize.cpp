@@ -7,8 +7,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/codegen/linearize.h"
+#include "engine/codegen/lowerer.h"
 #include "engine/device.h"
-#include "engine/lowerer.h"
 #include "engine/settings.h"
 #include "engine/tensor.h"
 
@@ -80,7 +81,7 @@ void estimate(const LoweredKernel& k, KernelInfo& info, const ScheduleItem& item
 std::vector<std::pair<std::string, std::string>> stages_of(const UOpRef& ast, const LoweredKernel& k) {
   std::string opts = "dims merged to " + shape_str(k.full_shape) + (k.opts.empty() ? "" : ", opts:");
   for (auto& o : k.opts)
-    opts += " " + o;
+    opts += " " + o.to_string();
   return {{"ast", print_tree(ast)},
           {"opts", opts + "\n" + print_tree(k.ast)},
           {"lowered", print_tree(k.lowered)},

@@ -1,7 +1,7 @@
 #include "backends/cpu/c_renderer.h"
 #include "engine/errors.h"
 
-#include "engine/lowerer.h"
+#include "engine/codegen/linearize.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,7 @@
-#include "engine/lowerer.h"
+#include "engine/codegen/lowerer.h"
+
+#include "engine/codegen/heuristic.h"
+#include "engine/codegen/linearize.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -14,134 +17,11 @@ namespace mg {
 
 namespace {
 
-// What a loop dim becomes: a loop over outputs, a reduce loop, or a dim expanded into copies
-// of the code (UPCAST for outputs: several accumulators; UNROLL for a reduce: several terms).
-enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3 };
-
-struct KernelShape {
-  Shape full, out;
-  std::vector<int> kind; // per dim
-  bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll; }
-};
-
-using ViewList = std::vector<std::pair<const UOp*, ShapeTracker>>;
-
 std::vector<const UOp*> views_of(const UOpRef& ast) {
   std::vector<const UOp*> r;
   for (const UOp* u : toposort(ast.get()))
     if (u->op == Ops::VIEW) r.push_back(u);
   return r;
-}
-
-// Moves every view to the new shapes (full-shaped views to next.full, the others to next.out)
-// if each stays a single view; otherwise changes nothing.
-bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
-  std::vector<ShapeTracker> out;
-  for (auto& [u, st] : sts) {
-    auto v = st.views.back().reshape(st.shape() == ks.full ? next.full : next.out);
-    if (!v) return false;
-    out.push_back(st);
-    out.back().views.back() = *v;
-  }
-  for (size_t k = 0; k < sts.size(); k++)
-    sts[k].second = out[k];
-  ks = std::move(next);
-  return true;
-}
-
-bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
-  if (ks.kind[i] != ks.kind[i + 1]) return false;
-  KernelShape n = ks;
-  for (Shape* s : {&n.full, &n.out}) {
-    (*s)[i] *= (*s)[i + 1];
-    s->erase(s->begin() + i + 1);
-  }
-  n.kind.erase(n.kind.begin() + i + 1);
-  return reshape_all(ks, sts, std::move(n));
-}
-
-// Splits dim d into (size/amount, amount); the inner part is expanded into `amount` copies.
-bool try_split(KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
-  if (ks.full[d] % amount != 0) return false;
-  KernelShape n = ks;
-  n.full[d] /= amount;
-  n.full.insert(n.full.begin() + d + 1, amount);
-  int64_t o = ks.reduces(d) ? 1 : amount;
-  n.out[d] /= o;
-  n.out.insert(n.out.begin() + d + 1, o);
-  n.kind.insert(n.kind.begin() + d + 1, ks.reduces(d) ? kUnroll : kUpcast);
-  return reshape_all(ks, sts, std::move(n));
-}
-
-// tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a tile of outputs
-// per loop iteration along dims where an input is broadcast (each loaded value is reused
-// across the tile, kept in registers), and unroll the innermost reduce loop.
-std::vector<std::string> hand_coded_opts(KernelShape& ks, ViewList& sts,
-                                         const std::unordered_set<const UOp*>& loaded, Ops reduce_op) {
-  std::vector<std::string> applied;
-  bool has_reduce = false;
-  for (size_t d = 0; d < ks.full.size(); d++)
-    has_reduce |= ks.reduces(d);
-  if (!has_reduce) return applied;
-  auto broadcast_in_some_view = [&](size_t d) {
-    for (auto& [u, st] : sts)
-      if (loaded.count(u) && st.shape() == ks.full && st.views.back().strides[d] == 0) return true;
-    return false;
-  };
-  // The output tile: up to 16 wide on the innermost broadcast dim (one AVX-512 vector of
-  // float32), up to 8 on the next; the reduce loop unrolled by up to 8. Smaller where the
-  // sizes do not divide.
-  // 5 and 3 fit the kernel windows of convolutions (their weight gradients reduce over the
-  // whole batch for a 5x5 or 3x3 output: a tile over the window reuses each gradient load).
-  // Failing those, the largest divisor that fits (13 of a 26-wide image).
-  const std::vector<int64_t> tile[2] = {{16, 8, 5, 4, 3}, {8, 5, 4, 3, 2}};
-  int upcasts = 0;
-  int64_t tile_size = 1, row = 1; // row: the innermost upcast
-  for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;) {
-    if (ks.kind[d] != kGlobal || !broadcast_in_some_view(d)) continue;
-    std::vector<int64_t> amts = tile[upcasts];
-    for (int64_t a = amts.front(); a > 2; a--)
-      if (ks.full[d] % a == 0) {
-        amts.push_back(a);
-        break;
-      }
-    for (int64_t amt : amts)
-      if (try_split(ks, sts, d, amt)) {
-        applied.push_back("UPCAST(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
-        if (upcasts++ == 0) row = amt;
-        tile_size *= amt;
-        break;
-      }
-  }
-  // A small tile (a 3x3 window, or 4x4 of a 12-wide image) reuses each load a few times only:
-  // widen it along one more broadcast dim, as a weight gradient's output channels. Measured:
-  // 4x4 -> 4x4x4 halved a transposed 5x5 conv; 13x2 -> 13x2x2 made one 60% slower.
-  auto small = [&] { return tile_size < 16 || (tile_size < 32 && row < 8); };
-  for (size_t d = ks.full.size(); d-- > 0 && small();) {
-    if (ks.kind[d] != kGlobal || ks.full[d] == 1 || !broadcast_in_some_view(d)) continue;
-    for (int64_t amt : {8, 4, 2})
-      if (tile_size * amt <= 72 && try_split(ks, sts, d, amt)) {
-        applied.push_back("UPCAST(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
-        tile_size *= amt;
-        break;
-      }
-  }
-  bool loads_in_reduce = false; // a reduce over constants (arange) folds away: nothing to unroll
-  for (auto& [u, st] : sts)
-    loads_in_reduce |= loaded.count(u) && st.shape() == ks.full;
-  // A sum with no tile stays one plain loop: the renderer lets its additions be reordered and
-  // clang vectorizes it whole, which it fails to do for unrolled copies of a long term.
-  if (reduce_op == Ops::ADD && tile_size == 1) loads_in_reduce = false;
-  for (size_t d = ks.full.size(); d-- > 0 && loads_in_reduce;)
-    if (ks.kind[d] == kReduce) {
-      for (int64_t amt : {8, 4, 2})
-        if (try_split(ks, sts, d, amt)) {
-          applied.push_back("UNROLL(" + std::to_string(d) + ", " + std::to_string(amt) + ")");
-          break;
-        }
-      break;
-    }
-  return applied;
 }
 
 // Copies of `u`, one per value of the expanded dim `ph`.
@@ -320,17 +200,23 @@ UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it) {
 
 } // namespace
 
-LoweredKernel lower_kernel(const UOpRef& ast) {
+LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
   LoweredKernel k;
   KernelShape ks = kernel_shape(ast);
   k.out_shape = ks.out;
   ViewList sts;
   for (const UOp* v : views_of(ast))
     sts.push_back({v, v->st()});
-  if (!settings().noopt) {
+  if (opts || !settings().noopt) {
     // merge adjacent dims (right to left) wherever every view stays one view, then opts
     for (size_t i = ks.full.size(); i-- > 1;)
       try_merge(ks, sts, i - 1);
+  }
+  if (opts) {
+    for (auto& o : *opts)
+      apply_opt(ks, sts, o);
+    k.opts = *opts;
+  } else if (!settings().noopt) {
     std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
     Ops reduce_op = Ops::SINK;
     for (const UOp* u : toposort(ast.get())) {

@@ -6,8 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/codegen/linearize.h"
 #include "engine/errors.h"
-#include "engine/lowerer.h"
 #include "engine/pattern.h"
 
 namespace mg {

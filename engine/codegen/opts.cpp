@@ -1,0 +1,94 @@
+#include "engine/codegen/opts.h"
+
+#include <stdexcept>
+
+namespace mg {
+
+namespace {
+
+// Moves every view to the new shapes (full-shaped views to next.full, the others to next.out)
+// if each stays a single view; otherwise changes nothing.
+bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
+  std::vector<ShapeTracker> out;
+  for (auto& [u, st] : sts) {
+    auto v = st.views.back().reshape(st.shape() == ks.full ? next.full : next.out);
+    if (!v) return false;
+    out.push_back(st);
+    out.back().views.back() = *v;
+  }
+  for (size_t k = 0; k < sts.size(); k++)
+    sts[k].second = out[k];
+  ks = std::move(next);
+  return true;
+}
+
+bool acts_on(OptOp op, int kind) { return op == OptOp::UPCAST ? kind == kGlobal : kind == kReduce; }
+
+} // namespace
+
+const char* name(OptOp op) { return op == OptOp::UPCAST ? "UPCAST" : "UNROLL"; }
+
+OptOp opt_op(const std::string& n) {
+  if (n == "UPCAST") return OptOp::UPCAST;
+  if (n == "UNROLL") return OptOp::UNROLL;
+  throw std::invalid_argument("unknown opt '" + n + "' (known: UPCAST, UNROLL)");
+}
+
+std::string Opt::to_string() const {
+  return std::string(name(op)) + "(" + std::to_string(axis) + ", " + std::to_string(amount) + ")";
+}
+
+bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
+  if (ks.kind[i] != ks.kind[i + 1]) return false;
+  KernelShape n = ks;
+  for (Shape* s : {&n.full, &n.out}) {
+    (*s)[i] *= (*s)[i + 1];
+    s->erase(s->begin() + i + 1);
+  }
+  n.kind.erase(n.kind.begin() + i + 1);
+  return reshape_all(ks, sts, std::move(n));
+}
+
+size_t opt_dim(const KernelShape& ks, const Opt& o) {
+  int64_t seen = 0;
+  for (size_t d = 0; d < ks.full.size(); d++)
+    if (acts_on(o.op, ks.kind[d]) && seen++ == o.axis) return d;
+  throw std::invalid_argument(o.to_string() + ": axis " + std::to_string(o.axis) +
+                              " does not exist; the kernel has " + std::to_string(seen) +
+                              (o.op == OptOp::UPCAST ? " dims over outputs" : " reduce dims") +
+                              " left to split");
+}
+
+Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount) {
+  int64_t axis = 0;
+  for (size_t j = 0; j < d; j++)
+    axis += acts_on(op, ks.kind[j]);
+  return {op, axis, amount};
+}
+
+void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
+  auto fail = [&](const std::string& why) { throw std::invalid_argument(o.to_string() + ": " + why); };
+  if (o.axis < 0) fail("the axis must be 0 or more");
+  size_t d = opt_dim(ks, o);
+  int64_t size = ks.full[d], amount = o.amount == 0 ? size : o.amount;
+  if (amount < 2) fail("the amount must be 2 or more (0: the whole dim)");
+  if (size % amount != 0)
+    fail("the dim has " + std::to_string(size) + " iterations, not a multiple of " + std::to_string(amount));
+  int64_t copies = amount;
+  for (size_t j = 0; j < ks.full.size(); j++)
+    if (ks.kind[j] == kUpcast || ks.kind[j] == kUnroll) copies *= ks.full[j];
+  if (copies > kMaxExpansion)
+    fail(std::to_string(copies) + " copies of the kernel body (at most " + std::to_string(kMaxExpansion) +
+         ")");
+  KernelShape n = ks;
+  n.full[d] /= amount;
+  n.full.insert(n.full.begin() + d + 1, amount);
+  int64_t out = ks.reduces(d) ? 1 : amount;
+  n.out[d] /= out;
+  n.out.insert(n.out.begin() + d + 1, out);
+  n.kind.insert(n.kind.begin() + d + 1, ks.reduces(d) ? kUnroll : kUpcast);
+  if (!reshape_all(ks, sts, std::move(n)))
+    fail("a view of the kernel cannot be split there and stay one view");
+}
+
+} // namespace mg

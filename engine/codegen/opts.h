@@ -1,0 +1,61 @@
+// Kernel optimizations as data, as tinygrad's Opt: an action, the axis it acts on and an amount.
+// apply_opt changes a kernel's loop shape and its views, or throws an error that names the opt
+// and the reason. The hand-coded heuristic (heuristic.h), a learner (show.opts) and a search
+// all speak this one language.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/shapetracker.h"
+#include "engine/uop.h"
+
+namespace mg {
+
+// UPCAST: split a dim over outputs; the inner part becomes copies of the code (a tile of
+//         outputs, each loaded value reused across it).
+// UNROLL: split a reduce dim; the inner part becomes copies of the reduced term.
+enum class OptOp { UPCAST, UNROLL };
+
+struct Opt {
+  OptOp op;
+  int64_t axis;   // UPCAST: among the dims over outputs, in order; UNROLL: among the reduce dims
+  int64_t amount; // 0: the whole dim
+  std::string to_string() const; // UPCAST(1, 4)
+  bool operator==(const Opt&) const = default;
+};
+
+const char* name(OptOp op);
+OptOp opt_op(const std::string& name); // throws std::invalid_argument for an unknown name
+
+// What a loop dim becomes: a loop over outputs, a reduce loop, or a dim expanded into copies
+// of the code (by UPCAST: several accumulators; by UNROLL: several terms).
+enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3 };
+
+// A kernel's loops while opts are applied: the loop sizes (full), the output's view of them
+// (reduced dims as 1) and each dim's kind.
+struct KernelShape {
+  Shape full, out;
+  std::vector<int> kind;
+  bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll; }
+};
+
+// Every VIEW of the kernel's AST with its ShapeTracker, reshaped along with the loops.
+using ViewList = std::vector<std::pair<const UOp*, ShapeTracker>>;
+
+// Merges dims i and i+1 where both are the same kind and every view stays one view.
+bool try_merge(KernelShape& ks, ViewList& sts, size_t i);
+
+// The loop dim (index into ks.full) that `o` acts on; throws if there is none.
+size_t opt_dim(const KernelShape& ks, const Opt& o);
+// The opt that acts on loop dim `d`.
+Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount);
+
+// Applies `o`, or throws std::invalid_argument naming the opt and why it is illegal here
+// (leaving ks and sts unchanged).
+void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
+
+// The most copies of the kernel body all UPCASTs and UNROLLs together may make.
+constexpr int64_t kMaxExpansion = 1024;
+
+} // namespace mg
