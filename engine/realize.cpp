@@ -95,12 +95,10 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
   return stages_of(ast, lower_kernel(ast));
 }
 
-static Compiled& compiled_for(const ScheduleItem& item) {
+// Renders and compiles a lowered kernel for the item's device.
+static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k) {
   const std::string& dev = item.bufs.at(0)->device;
-  auto& per_dev = cache()[dev + (settings().noopt ? "/noopt" : "")]; // NOOPT lowers the same AST differently
-  if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
   Device& d = get_device(dev);
-  LoweredKernel k = lower_kernel(item.ast);
   int dbg = settings().debug;
   if (dbg >= 4) {
     for (auto& [stage, text] : stages_of(item.ast, k))
@@ -112,6 +110,8 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   c->info.device = dev;
   c->info.full_shape = k.full_shape;
   c->info.out_shape = k.out_shape;
+  for (auto& o : k.opts)
+    c->info.opts.push_back(o.to_string());
   estimate(k, c->info, item);
   // worth splitting across cores only when big: waking other threads costs microseconds
   c->info.parallel = settings().threads > 1 && parallel_loop(k.linear) != nullptr &&
@@ -121,7 +121,35 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   int before = d.compile_count();
   c->program = d.compile(k.name, c->info.src);
   global_counters().kernels_compiled += d.compile_count() - before;
-  return *(per_dev[item.ast.get()] = std::move(c));
+  return c;
+}
+
+static Compiled& compiled_for(const ScheduleItem& item) {
+  const std::string& dev = item.bufs.at(0)->device;
+  auto& per_dev = cache()[dev + (settings().noopt ? "/noopt" : "")]; // NOOPT lowers the same AST differently
+  if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
+  return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast)));
+}
+
+static double run_compiled(const Compiled& c, const ScheduleItem& item) {
+  std::vector<void*> ptrs;
+  for (auto& b : item.bufs)
+    ptrs.push_back(b->ptr());
+  auto t0 = std::chrono::steady_clock::now();
+  int cores = c.info.parallel ? settings().threads : 1;
+  if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+KernelRun try_opts(const ScheduleItem& item, const std::vector<Opt>& opts, int repeats, KernelInfo& info) {
+  auto c = compile_lowered(item, lower_kernel(item.ast, &opts));
+  double best = 0;
+  for (int i = 0; i < std::max(1, repeats); i++) {
+    double s = run_compiled(*c, item);
+    best = i == 0 ? s : std::min(best, s);
+  }
+  info = c->info;
+  return {&info, best};
 }
 
 const KernelInfo& kernel_for(const ScheduleItem& item) { return compiled_for(item).info; }
@@ -152,13 +180,7 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   auto& gc = global_counters();
   for (auto& item : items) {
     Compiled& c = compiled_for(item);
-    std::vector<void*> ptrs;
-    for (auto& b : item.bufs)
-      ptrs.push_back(b->ptr());
-    auto t0 = std::chrono::steady_clock::now();
-    int cores = c.info.parallel ? settings().threads : 1;
-    if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double s = run_compiled(c, item);
     runs.push_back({&c.info, s});
     for (KernelLog* log : kernel_logs()) {
       log->runs.emplace_back(c.info, s);
@@ -168,11 +190,15 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     gc.time_sum_s += s;
     gc.global_ops += c.info.flops;
     gc.global_mem += c.info.bytes;
-    if (settings().debug >= 2)
-      std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", c.info.device.c_str(),
-                  static_cast<long long>(gc.kernel_count), c.info.name.c_str(),
+    if (settings().debug >= 2) {
+      std::string opts;
+      for (auto& o : c.info.opts)
+        opts += " " + o;
+      std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s %s\n",
+                  c.info.device.c_str(), static_cast<long long>(gc.kernel_count), c.info.name.c_str(),
                   shape_str(c.info.out_shape).c_str(), s * 1e3, s > 0 ? c.info.flops / s * 1e-9 : 0.0,
-                  s > 0 ? c.info.bytes / s * 1e-9 : 0.0);
+                  s > 0 ? c.info.bytes / s * 1e-9 : 0.0, opts.empty() ? " (no opts)" : opts.c_str());
+    }
   }
   return runs;
 }

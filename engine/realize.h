@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/codegen/opts.h"
 #include "engine/schedule.h"
 
 namespace mg {
@@ -15,9 +16,10 @@ struct KernelInfo {
   std::string src;
   Shape full_shape;
   Shape out_shape;
-  int64_t flops = 0;     // estimate from the lowered program
-  int64_t bytes = 0;     // bytes moved by loads and stores
-  bool parallel = false; // its outermost loop can be split across cores
+  int64_t flops = 0;             // estimate from the lowered program
+  int64_t bytes = 0;             // bytes moved by loads and stores
+  bool parallel = false;         // its outermost loop can be split across cores
+  std::vector<std::string> opts; // the opts it was lowered with, e.g. UPCAST(0, 16)
 };
 
 struct KernelRun {
@@ -45,6 +47,11 @@ public:
 // values cached in graph nodes expire (a new mutation epoch).
 void replay(const std::vector<ScheduleItem>& items,
             const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap);
+
+// Lowers the item with `opts` chosen by hand (an illegal one throws, naming it), compiles it
+// (not into the per-AST cache) and runs it `repeats` times on the item's buffers. Returns the
+// best time; `info` receives what was built.
+KernelRun try_opts(const ScheduleItem& item, const std::vector<Opt>& opts, int repeats, KernelInfo& info);
 
 // Lowers, renders and compiles (cached) without running.
 const KernelInfo& kernel_for(const ScheduleItem& item);

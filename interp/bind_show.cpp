@@ -1,8 +1,11 @@
 // The C side of the `show` table: what the REPL's colon commands and tab completion need from
 // the engine. stdlib/show.lua builds the commands themselves on top of these.
 #include <chrono>
+#include <optional>
 #include <span>
 
+#include "engine/codegen/lowerer.h"
+#include "engine/device.h"
 #include "engine/realize.h"
 #include "interp/lua_state.h"
 
@@ -21,7 +24,7 @@ constexpr const char* kTensorFields[] = {"shape", "dtype", "device", "ndim",    
 constexpr const char* kUOpFields[] = {"op", "dtype", "arg", "shape", "src", "toposort"};
 constexpr const char* kSTFields[] = {"shape",  "size", "contiguous", "views", "reshape",  "permute",
                                      "expand", "pad",  "shrink",     "flip",  "simplify", "offset_of"};
-constexpr const char* kItemFields[] = {"ast", "uop", "bufs", "src", "name", "stages"};
+constexpr const char* kItemFields[] = {"ast", "uop", "bufs", "src", "name", "opts", "stages"};
 const Members kMembers[] = {{kTensorMeta, kTensorFields},
                             {"UOp", kUOpFields},
                             {"ShapeTracker", kSTFields},
@@ -97,11 +100,68 @@ int show_kernel_log(lua_State* L) {
   return nres + 1;
 }
 
+// Opts from Lua: a list of {name, axis, amount}, e.g. {{"UPCAST", 0, 4}, {"UNROLL", 0, 8}}.
+std::vector<Opt> check_opts(lua_State* L, int idx) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  std::vector<Opt> opts;
+  for (lua_Integer i = 1, n = max_index(L, idx); i <= n; i++) {
+    std::string where = "opt " + std::to_string(i);
+    if (lua_rawgeti(L, idx, i) != LUA_TTABLE)
+      throw std::invalid_argument(where + ": expected {name, axis, amount}, e.g. {\"UPCAST\", 0, 4}");
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    lua_rawgeti(L, -3, 3);
+    if (!lua_isstring(L, -3) || !lua_isinteger(L, -2) || !lua_isinteger(L, -1))
+      throw std::invalid_argument(where + ": expected {name, axis, amount} with integer axis and amount");
+    opts.push_back({opt_op(lua_tostring(L, -3)), lua_tointeger(L, -2), lua_tointeger(L, -1)});
+    lua_pop(L, 4);
+  }
+  return opts;
+}
+
+// show.try_opts(x [, opts, repeats]): runs the kernels realizing x, the last one lowered with
+// `opts` (default: the opts it would get), on scratch buffers of a schedule that is not kept.
+// Returns {name, opts = {...}, seconds (best of repeats), flops, src, kernels}.
+int show_try_opts(lua_State* L) {
+  Tensor& x = check_tensor(L, 1);
+  std::optional<std::vector<Opt>> opts;
+  if (!lua_isnoneornil(L, 2)) opts = check_opts(L, 2);
+  int repeats = static_cast<int>(luaL_optinteger(L, 3, 3));
+  auto items = x.schedule();
+  if (items.empty())
+    throw std::invalid_argument("try_opts: nothing to compute, the tensor is already realized");
+  for (auto& it : items)
+    if (it.bufs.at(0)->allocated())
+      throw std::invalid_argument(
+          "try_opts: a kernel of this schedule writes a buffer that holds data (an assign)");
+  const ScheduleItem& last = items.back();
+  if (!opts) opts = lower_kernel(last.ast).opts;
+  run_schedule({items.begin(), items.end() - 1}); // the last kernel's inputs
+  KernelInfo info;
+  KernelRun run = try_opts(last, *opts, repeats, info);
+  lua_createtable(L, 0, 6);
+  lua_pushstring(L, info.name.c_str());
+  lua_setfield(L, -2, "name");
+  lua_createtable(L, static_cast<int>(info.opts.size()), 0);
+  for (size_t i = 0; i < info.opts.size(); i++) {
+    lua_pushstring(L, info.opts[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "opts");
+  lua_pushnumber(L, run.seconds);
+  lua_setfield(L, -2, "seconds");
+  lua_pushinteger(L, info.flops);
+  lua_setfield(L, -2, "flops");
+  lua_pushstring(L, info.src.c_str());
+  lua_setfield(L, -2, "src");
+  lua_pushinteger(L, static_cast<lua_Integer>(items.size()));
+  lua_setfield(L, -2, "kernels");
+  return 1;
+}
+
 const Binding kShowFns[] = {
-    {"show.typeof", show_typeof},
-    {"show.fields", show_fields},
-    {"show.clock", show_clock},
-    {"show.kernel_log", show_kernel_log},
+    {"show.try_opts", show_try_opts}, {"show.typeof", show_typeof},         {"show.fields", show_fields},
+    {"show.clock", show_clock},       {"show.kernel_log", show_kernel_log},
 };
 
 } // namespace

@@ -294,7 +294,14 @@ int item_index(lua_State* L) {
     lua_pushstring(L, kernel_for(it).src.c_str()); // compiles (cached)
   else if (k == "name")
     lua_pushstring(L, kernel_for(it).name.c_str());
-  else if (k == "stages") { // {{name=, text=}, ...} from the AST down to the linear program
+  else if (k == "opts") { // {"UPCAST(0, 16)", ...}: what the kernel was lowered with
+    const auto& opts = kernel_for(it).opts;
+    lua_createtable(L, static_cast<int>(opts.size()), 0);
+    for (size_t i = 0; i < opts.size(); i++) {
+      lua_pushstring(L, opts[i].c_str());
+      lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    }
+  } else if (k == "stages") { // {{name=, text=}, ...} from the AST down to the linear program
     auto stages = ir_stages(it.ast);
     lua_createtable(L, static_cast<int>(stages.size()), 0);
     for (size_t i = 0; i < stages.size(); i++) {
@@ -306,7 +313,7 @@ int item_index(lua_State* L) {
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
     }
   } else
-    luaL_error(L, "ScheduleItem has no field '%s' (ast, uop, bufs, src, name, stages)", k.c_str());
+    luaL_error(L, "ScheduleItem has no field '%s' (ast, uop, bufs, src, name, opts, stages)", k.c_str());
   return 1;
 }
 

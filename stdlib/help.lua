@@ -11,6 +11,7 @@ M.commands = {
   { "schedule", ":schedule EXPR", "show.schedule(x)", "the kernels realizing EXPR would run, each with its AST" },
   { "ir", ":ir EXPR [STAGE]", 'show.ir(x, "linear")', "the UOp IR at every stage, or one: graph, ast, opts, lowered, simplified, linear" },
   { "src", ":src EXPR", "show.src(x)", "the generated source of each kernel EXPR needs" },
+  { "opts", ":opts EXPR", 'show.opts(x, {{"UPCAST", 0, 4}})', "the opts of each kernel EXPR needs; with a list, the last kernel lowered and timed with those instead" },
   { "kernels", ":kernels EXPR", "show.kernels(x)", "realize EXPR and list the kernels it ran with time, GFLOPS and GB/s" },
   { "time", ":time EXPR", "show.time(function() return EXPR end)", "build, schedule, compile and run EXPR; print the wall time" },
   { "help", ":help [NAME]", 'show.help("relu")', "this list, or the signature and doc of a Tensor method or a command" },

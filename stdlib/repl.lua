@@ -37,7 +37,7 @@ function M.translate(line)
   elseif cmd == "device" then
     if rest ~= "" and not rest:match("^[%w_:]+$") then fail((":device takes a device name, got '%s'"):format(rest)) end
     return ("show.device(%s)"):format(rest == "" and "nil" or ("%q"):format(rest:upper()))
-  elseif cmd == "schedule" or cmd == "src" or cmd == "kernels" then
+  elseif cmd == "schedule" or cmd == "src" or cmd == "kernels" or cmd == "opts" then
     return ("show.%s(%s)"):format(cmd, expr())
   elseif cmd == "ir" then
     local e, stage = expr():match("^(.-)%s+([%a_]+)$")

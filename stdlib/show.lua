@@ -104,6 +104,30 @@ function show.src(x)
   if #items == 0 then print("(already realized: no kernels)") end
 end
 
+-- The opts each kernel of x gets (:opts x). With a list of opts ({{"UPCAST", 0, 4},
+-- {"UNROLL", 0, 8}}: name, axis, amount), the last kernel is lowered with those instead,
+-- compiled, and timed beside the default opts on a schedule that is not kept; the result of
+-- that run is returned ({name, opts, seconds, flops, src, kernels}).
+function show.opts(x, list)
+  local items = need_tensor(x, "opts"):schedule()
+  if list == nil then
+    for i, item in ipairs(items) do
+      print(("--- kernel %d: %s  %s"):format(i, item.name, #item.opts > 0 and table.concat(item.opts, " ") or "(no opts)"))
+    end
+    if #items == 0 then print("(already realized: no kernels)") end
+    return items
+  end
+  if type(list) ~= "table" then error(("opts: the opts must be a list like {{\"UPCAST\", 0, 4}}, got a %s"):format(type(list)), 2) end
+  local default, mine = show.try_opts(x), show.try_opts(x, list)
+  local function line(label, r)
+    print(("%-8s %-28s %s: %.3f ms, %.2f GFLOPS"):format(label, r.name, #r.opts > 0 and table.concat(r.opts, " ") or "(no opts)",
+      r.seconds * 1e3, r.seconds > 0 and r.flops / r.seconds * 1e-9 or 0))
+  end
+  line("default", default)
+  line("yours", mine)
+  return mine
+end
+
 -- ---------------------------------------------------------------- running
 
 -- Evaluates v: a function is called and its results realized, a Tensor is realized.

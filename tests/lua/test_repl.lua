@@ -53,6 +53,22 @@ test(":src prints the source of each kernel", function()
   for _, it in ipairs(items) do check(out, it.src) end
 end)
 
+test(":opts lists each kernel's opts; show.opts with a list lowers the last kernel with it", function()
+  local a, b = Tensor.rand(32, 48):realize(), Tensor.rand(48, 40):realize()
+  local items = a:matmul(b):schedule()
+  local out, err, code = session({ "a, b = Tensor.rand(32, 48), Tensor.rand(48, 40)", ":opts a:matmul(b)",
+    'r = show.opts(a:matmul(b), {{"UPCAST", 1, 8}, {"UNROLL", 0, 4}})', 'print(r.name, table.concat(r.opts, " "))',
+    'show.opts(a:matmul(b), {{"UPCAST", 1, 7}})', "print('alive')" })
+  assert(code == 1, "the illegal opt should make the piped session exit 1")
+  check(out, ("--- kernel 1: %s  %s"):format(items[1].name, table.concat(items[1].opts, " ")))
+  check(out, "r_32_5_8_12_4\tUPCAST(1, 8) UNROLL(0, 4)", "default ", "yours ", "alive")
+  check(err, "UPCAST(1, 7): the dim has 40 iterations, not a multiple of 7")
+  -- the kernel the list describes, and the values of the default one
+  local r = show.try_opts(a:matmul(b), { { "UPCAST", 1, 8 }, { "UNROLL", 0, 4 } })
+  assert(r.name == "r_32_5_8_12_4" and #r.opts == 2 and r.kernels == 1, r.name)
+  assert(r.src:find("r_32_5_8_12_4", 1, true) and r.seconds > 0 and r.flops > 0)
+end)
+
 test(":ir shows every stage, or the one asked for", function()
   local out, err, code = session({ "x = Tensor{1,2,3}", ":ir x * 2 + 1" })
   assert(code == 0, err)

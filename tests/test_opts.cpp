@@ -1,0 +1,150 @@
+// Opts as data: random Opt lists on kernels of the kinds the test suite makes give the values
+// of the same kernel with no opts; illegal lists are errors that name the opt, never crashes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/codegen/lowerer.h"
+#include "engine/device.h"
+#include "engine/realize.h"
+#include "engine/tensor.h"
+
+using namespace mg;
+
+namespace {
+
+// The values the last kernel of t's schedule writes with `opts` (earlier kernels run first).
+std::vector<float> run_last(const Tensor& t, const std::vector<Opt>& opts) {
+  auto items = t.schedule();
+  REQUIRE(!items.empty());
+  run_schedule({items.begin(), items.end() - 1});
+  KernelInfo info;
+  try_opts(items.back(), opts, 1, info);
+  Buffer& out = *items.back().bufs[0];
+  std::vector<float> v(out.size);
+  out.copyout(v.data());
+  return v;
+}
+
+struct Case {
+  std::string name;
+  Tensor t;
+};
+
+std::vector<Case> cases() {
+  Tensor::manual_seed(3);
+  Tensor a = Tensor::rand({24, 40}), b = Tensor::rand({40, 36}), c = Tensor::rand({16, 48}),
+         x = Tensor::rand({2, 3, 10, 12});
+  Tensor::realize_all({&a, &b, &c, &x});
+  Tensor conv = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}}, 0.0)
+                    .reshape({2, 1, 3, 12, 14})
+                    .expand({2, 4, 3, 12, 14})
+                    .mul(Tensor::full({2, 4, 3, 12, 14}, 0.5, DType::Float32))
+                    .sum(std::vector<int64_t>{2});
+  return {{"matmul 24x40 @ 40x36", a.matmul(b)},
+          {"sum over the last axis", c.sum(std::vector<int64_t>{1})},
+          {"max over the first axis", c.max(std::vector<int64_t>{0})},
+          {"sum of a broadcast product",
+           a.reshape({24, 40, 1}).mul(b.reshape({1, 40, 36})).sum(std::vector<int64_t>{1})},
+          {"elementwise on a permuted view", c.permute({1, 0}).mul(c.permute({1, 0})).add(c.permute({1, 0}))},
+          {"a padded channel sum", conv},
+          {"a full sum", x.mul(x).sum()}};
+}
+
+} // namespace
+
+TEST_CASE("random opt lists give the values of the kernel with no opts, and illegal ones are errors") {
+  std::mt19937 rng(42);
+  const int64_t amounts[] = {0, 2, 3, 4, 5, 8, 16, 7};
+  auto random_opt = [&] {
+    return Opt{rng() % 2 ? OptOp::UPCAST : OptOp::UNROLL, static_cast<int64_t>(rng() % 4),
+               amounts[rng() % 8]};
+  };
+  int legal = 0, illegal = 0;
+  for (auto& c : cases()) {
+    INFO(c.name);
+    std::vector<float> want = run_last(c.t, {});
+    const UOpRef ast = c.t.schedule().back().ast;
+    for (int draw = 0; draw < 70; draw++) {
+      std::vector<Opt> opts;
+      int n = 1 + static_cast<int>(rng() % 3);
+      if (draw % 2 == 0) {
+        // built to be legal: each opt kept only where the lowerer accepts the list so far
+        for (int i = 0, tries = 0; i < n && tries < 40; tries++) {
+          opts.push_back(random_opt());
+          try {
+            lower_kernel(ast, &opts);
+            i++;
+          } catch (const std::invalid_argument&) {
+            opts.pop_back();
+          }
+        }
+      } else {
+        for (int i = 0; i < n; i++)
+          opts.push_back(random_opt());
+      }
+      std::string list;
+      for (auto& o : opts)
+        list += o.to_string() + " ";
+      INFO("opts: " << list);
+      std::vector<float> got;
+      try {
+        got = run_last(c.t, opts);
+      } catch (const std::invalid_argument& e) {
+        illegal++;
+        std::string msg = e.what();
+        bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0;
+        CHECK(names_an_opt);
+        CHECK(draw % 2 == 1); // a list built to be legal is never refused
+        continue;
+      }
+      legal++;
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); i++)
+        if (std::fabs(got[i] - want[i]) > 1e-5f * (1 + std::fabs(want[i]))) {
+          FAIL_CHECK("element " << i << ": " << got[i] << " with the opts, " << want[i] << " without");
+          break;
+        }
+    }
+  }
+  // both kinds were really drawn: the test cannot pass on errors alone
+  CHECK(legal >= 200);
+  CHECK(illegal >= 50);
+}
+
+TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {
+  for (auto& c : cases()) {
+    INFO(c.name);
+    auto items = c.t.schedule();
+    LoweredKernel k = lower_kernel(items.back().ast);
+    LoweredKernel again = lower_kernel(items.back().ast, &k.opts);
+    CHECK(again.name == k.name);
+    CHECK(again.opts == k.opts);
+    CHECK(again.full_shape == k.full_shape);
+  }
+}
+
+TEST_CASE("an illegal opt says which and why") {
+  Tensor a = Tensor::rand({24, 40}), b = Tensor::rand({40, 36});
+  Tensor::realize_all({&a, &b});
+  auto items = a.matmul(b).schedule();
+  auto err = [&](std::vector<Opt> opts) {
+    try {
+      lower_kernel(items.back().ast, &opts);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err({{OptOp::UPCAST, 0, 7}}) == "UPCAST(0, 7): the dim has 24 iterations, not a multiple of 7");
+  CHECK(err({{OptOp::UNROLL, 3, 2}}).find("UNROLL(3, 2): axis 3 does not exist") == 0);
+  CHECK(err({{OptOp::UPCAST, 0, 1}}).find("the amount must be 2 or more") != std::string::npos);
+  CHECK(err({{OptOp::UPCAST, -1, 2}}).find("the axis must be 0 or more") != std::string::npos);
+  CHECK(err({{OptOp::UPCAST, 1, 36}, {OptOp::UPCAST, 0, 24}, {OptOp::UNROLL, 0, 8}}) ==
+        "UNROLL(0, 8): 6912 copies of the kernel body (at most 1024)");
+  CHECK_THROWS_WITH(opt_op("TILE"), Catch::Contains("unknown opt 'TILE'"));
+}
