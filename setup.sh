@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-cpp15-dev libclang-15-dev liblua5.4-dev libedit-dev zlib1g-dev catch2
+PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-cpp15-dev libclang-15-dev liblua5.4-dev libedit-dev libsqlite3-dev zlib1g-dev catch2
           dataset-fashion-mnist)
 
 missing=()

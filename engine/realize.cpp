@@ -9,6 +9,8 @@
 
 #include "engine/codegen/linearize.h"
 #include "engine/codegen/lowerer.h"
+#include "engine/codegen/search.h"
+#include "engine/digest.h"
 #include "engine/device.h"
 #include "engine/settings.h"
 #include "engine/tensor.h"
@@ -96,10 +98,11 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
 }
 
 // Renders and compiles a lowered kernel for the item's device.
-static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k) {
+static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k,
+                                                 bool quiet = false) {
   const std::string& dev = item.bufs.at(0)->device;
   Device& d = get_device(dev);
-  int dbg = settings().debug;
+  int dbg = quiet ? 0 : settings().debug;
   if (dbg >= 4) {
     for (auto& [stage, text] : stages_of(item.ast, k))
       std::printf("--- %s\n%s", stage.c_str(), text.c_str());
@@ -124,13 +127,6 @@ static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const
   return c;
 }
 
-static Compiled& compiled_for(const ScheduleItem& item) {
-  const std::string& dev = item.bufs.at(0)->device;
-  auto& per_dev = cache()[dev + (settings().noopt ? "/noopt" : "")]; // NOOPT lowers the same AST differently
-  if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
-  return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast)));
-}
-
 static double run_compiled(const Compiled& c, const ScheduleItem& item) {
   std::vector<void*> ptrs;
   for (auto& b : item.bufs)
@@ -139,6 +135,51 @@ static double run_compiled(const Compiled& c, const ScheduleItem& item) {
   int cores = c.info.parallel ? settings().threads : 1;
   if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// BEAM's choice of opts for the item's kernel. Candidates run on zeroed scratch buffers of the
+// same sizes, never on the user's data; each is timed as the best of 3 runs.
+static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
+  const std::string& dev = item.bufs.at(0)->device;
+  LoweredKernel hand = lower_kernel(item.ast);
+  std::string key = digest(print_tree(item.ast) + "\ndevice " + dev + "\nrenderer C 1\nthreads " +
+                           std::to_string(settings().threads) + "\nbeam " + std::to_string(width));
+  ScheduleItem scratch = item;
+  for (auto& b : scratch.bufs) {
+    b = std::make_shared<Buffer>(b->device, b->dtype, b->size);
+    std::vector<unsigned char> zeros(b->nbytes());
+    b->copyin(zeros.data());
+  }
+  auto legal = [&](const std::vector<Opt>& opts) {
+    try {
+      lower_kernel(item.ast, &opts);
+      return true;
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
+  auto time = [&](const std::vector<Opt>& opts) {
+    auto c = compile_lowered(scratch, lower_kernel(item.ast, &opts), true);
+    double best = run_compiled(*c, scratch);
+    for (int i = 0; i < 2 && best < 0.05; i++) // slow candidates are not worth repeating
+      best = std::min(best, run_compiled(*c, scratch));
+    return best;
+  };
+  return beam_search(key, hand.name, width, settings().beam_budget, hand.opts, legal, time).opts;
+}
+
+static Compiled& compiled_for(const ScheduleItem& item) {
+  const std::string& dev = item.bufs.at(0)->device;
+  int beam = settings().noopt ? 0 : settings().beam;
+  // NOOPT and BEAM lower the same AST differently
+  auto& per_dev =
+      cache()[dev + (settings().noopt ? "/noopt" : "") + (beam > 0 ? "/beam" + std::to_string(beam) : "")];
+  if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
+  if (beam > 0) {
+    std::vector<Opt> opts = beam_opts(item, beam);
+    return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast, &opts)));
+  }
+  return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast)));
 }
 
 KernelRun try_opts(const ScheduleItem& item, const std::vector<Opt>& opts, int repeats, KernelInfo& info) {

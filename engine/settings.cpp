@@ -1,5 +1,7 @@
 #include "engine/settings.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -23,6 +25,7 @@ Settings& settings() {
     Settings t;
     t.debug = env_int("DEBUG", 0);
     t.beam = env_int("BEAM", 0);
+    if (const char* b = std::getenv("BEAM_BUDGET"); b && *b) t.beam_budget = std::max(0.1, std::atof(b));
     t.noopt = env_int("NOOPT", 0) != 0;
     if (const char* d = std::getenv("DEV"); d && *d) {
       t.device = d;
@@ -33,6 +36,22 @@ Settings& settings() {
     return t;
   }();
   return s;
+}
+
+std::string cache_root() {
+  std::string base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = std::string(h) + "/.cache";
+  else
+    base = "/tmp";
+  return base + "/moongrad";
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); i++)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
 }
 
 } // namespace mg

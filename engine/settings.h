@@ -5,10 +5,16 @@
 namespace mg {
 struct Settings {
   int debug = 0;      // DEBUG
-  int beam = 0;       // BEAM (not used yet)
+  int beam = 0;       // BEAM: search width (0: the hand-coded opts)
+  double beam_budget = 15; // BEAM_BUDGET: seconds one kernel's search may take
   bool noopt = false; // NOOPT
   std::string device = "CPU";
   int threads = 1; // MG_THREADS, default: every core
 };
 Settings& settings();
+
+// Where moongrad keeps its caches: $XDG_CACHE_HOME/moongrad, else ~/.cache/moongrad, else /tmp.
+std::string cache_root();
+// mkdir -p; failures are left to whoever then opens a file there.
+void make_dirs(const std::string& path);
 } // namespace mg

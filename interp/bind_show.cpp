@@ -5,6 +5,7 @@
 #include <span>
 
 #include "engine/codegen/lowerer.h"
+#include "engine/codegen/search.h"
 #include "engine/device.h"
 #include "engine/realize.h"
 #include "interp/lua_state.h"
@@ -159,7 +160,15 @@ int show_try_opts(lua_State* L) {
   return 1;
 }
 
+// show.beam_cache(): the BEAM cache's path and how many kernels it holds (-1: unreadable).
+int show_beam_cache(lua_State* L) {
+  lua_pushstring(L, beam_cache_path().c_str());
+  lua_pushinteger(L, beam_cache_entries());
+  return 2;
+}
+
 const Binding kShowFns[] = {
+    {"show.beam_cache", show_beam_cache},
     {"show.try_opts", show_try_opts}, {"show.typeof", show_typeof},         {"show.fields", show_fields},
     {"show.clock", show_clock},       {"show.kernel_log", show_kernel_log},
 };

@@ -5,7 +5,7 @@ local M = {}
 -- The colon commands, in the order :help lists them. `lua` is the function the command runs.
 M.commands = {
   { "debug", ":debug N", "show.debug(N)", "set DEBUG live (0 quiet, 1 kernel counts, 2 each kernel, 3 its source, 4 every IR stage)" },
-  { "beam", ":beam N", "show.beam(N)", "set BEAM (the setting is kept; BEAM search itself is not implemented yet)" },
+  { "beam", ":beam N", "show.beam(N)", "set BEAM, the search width for each new kernel's opts (0: hand-coded); alone: the setting and the cache" },
   { "noopt", ":noopt 0|1", "show.noopt(1)", "turn the hand-coded opts and algebraic rewrites off (1) or on (0)" },
   { "device", ":device NAME", 'show.device("CPU")', "set the default device for new tensors (Device.names() lists them)" },
   { "schedule", ":schedule EXPR", "show.schedule(x)", "the kernels realizing EXPR would run, each with its AST" },

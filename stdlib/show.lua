@@ -5,6 +5,7 @@
 local show = show
 
 local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local function plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
 
 -- The tensors in a value: a Tensor, or a table of them (what a function returned).
 local function tensors_in(v, out)
@@ -38,15 +39,18 @@ show.debug = setting("DEBUG", "DEBUG")
 show.noopt = setting("NOOPT", "NOOPT")
 show.device = setting("DEV", "DEV")
 local set_beam = setting("BEAM", "BEAM")
+-- :beam N sets the search width (0: the hand-coded opts); :beam alone also shows the cache.
 function show.beam(v)
   local n = set_beam(v)
-  if n > 0 then print("note: BEAM search is not implemented yet; kernels use the hand-coded opts") end
+  if v == nil then
+    local path, entries = show.beam_cache()
+    print(("cache: %s (%s)"):format(path, entries < 0 and "cannot be read" or plural(entries, "kernel")))
+  end
   return n
 end
 
 -- ---------------------------------------------------------------- the schedule and its IR
 
-local function plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
 
 local function header(i, item)
   return ("--- kernel %d: %s  (%s)"):format(i, item.name, table.concat(item.bufs, " "))

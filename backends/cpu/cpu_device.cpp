@@ -19,6 +19,8 @@
 #include "backends/cpu/c_renderer.h"
 #include "backends/cpu/clang_jit.h"
 #include "engine/device.h"
+#include "engine/digest.h"
+#include "engine/settings.h"
 
 namespace mg {
 
@@ -26,34 +28,7 @@ namespace {
 
 const std::vector<std::string> kFlags{"-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w"};
 
-std::string cache_dir() {
-  std::string base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    base = std::string(h) + "/.cache";
-  else
-    base = "/tmp";
-  return base + "/moongrad/kernels";
-}
-
-void mkdirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); i++)
-    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
-}
-
-// 128-bit FNV-1a pair: a cache key that cannot realistically collide.
-std::string digest(const std::string& s) {
-  uint64_t a = 1469598103934665603ULL, b = 0x84222325cbf29ce4ULL;
-  for (unsigned char c : s) {
-    a = (a ^ c) * 1099511628211ULL;
-    b = (b ^ c) * 0x100000001b3ULL + 0x9e37;
-  }
-  char out[40];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b));
-  return out;
-}
+std::string cache_dir() { return cache_root() + "/kernels"; }
 
 // Workers that each run one share of a kernel; the calling thread runs share 0.
 class ThreadPool {
@@ -212,7 +187,7 @@ private:
     compiles_++;
     // Write beside the final name and rename: a crash or a second process never sees half a
     // file. A cache that cannot be written costs a compile next time, nothing more.
-    mkdirs(dir);
+    make_dirs(dir);
     std::string tmp = path + "." + std::to_string(::getpid());
     {
       std::ofstream f(tmp, std::ios::binary);
