@@ -33,3 +33,8 @@ n1, n2 = m1.numpy(), m2.numpy()
 def npmm():
   t0 = time.perf_counter(); r = n1 @ n2; return time.perf_counter() - t0
 print(f"B1 {2*512**3/median(5, npmm)*1e-9:.2f} GFLOPS")
+
+q1, q2 = np.random.rand(1024, 1024).astype(np.float32), np.random.rand(1024, 1024).astype(np.float32)
+def npmm1024():
+  t0 = time.perf_counter(); r = q1 @ q2; return time.perf_counter() - t0
+print(f"B2 {2*1024**3/median(5, npmm1024)*1e-9:.2f} GFLOPS")

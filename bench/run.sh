@@ -24,6 +24,11 @@ MG_THREADS=1 build/moongrad bench/user.lua >> "$out/mg1.txt"
 build/moongrad bench/user.lua >> "$out/mgn.txt"
 /usr/bin/python3 bench/user.py 1 >> "$out/t1.txt"
 /usr/bin/python3 bench/user.py "$(nproc)" >> "$out/tn.txt"
+# S*, V*: BEAM=2 with an empty cache: the search time, then U5-U7's workloads with the opts found
+for t in 1 "$(nproc)"; do
+  f=$([ "$t" = 1 ] && echo mg1 || echo mgn)
+  XDG_CACHE_HOME="$out/beam$t" BEAM=2 MG_THREADS=$t build/moongrad bench/beam.lua >> "$out/$f.txt"
+done
 # T1: the MNIST CNN's training step at batch 512 (scripts/04_mnist.lua's model), same threads
 MG_THREADS=1 build/moongrad bench/mnist_step.lua >> "$out/mg1.txt"
 build/moongrad bench/mnist_step.lua >> "$out/mgn.txt"
@@ -62,19 +67,23 @@ names = {"B0": "triad a=b+s*c, 4M f32, C++ loop (ceiling)", "W1": "elementwise (
          "U1": "Lua loop: ((a+1)*2):relu()-b*0.5, 4M", "U0": "U1 with collectgarbage() each call", "U2": "Lua: 100-op relu chain, 16 elems",
          "U3": "Lua: x:sum(), 16M", "U4": "Lua: x:softmax(-1), 4096x1024",
          "U5": "Lua: two convs fwd+bwd, 64x1x28x28", "U6": "Lua: matmul 1024", "U7": "Lua: matmul 256",
-         "U8": "Lua: a new kernel at the prompt"}
+         "U8": "Lua: a new kernel at the prompt",
+         "S6": "BEAM=2 search, matmul 1024 (cold cache)", "V6": "matmul 1024 with BEAM=2",
+         "S7": "BEAM=2 search, matmul 256 (cold cache)", "V7": "matmul 256 with BEAM=2",
+         "S5": "BEAM=2 search, two convs fwd+bwd (cold)", "V5": "two convs fwd+bwd with BEAM=2"}
 higher = {"GB/s", "GFLOPS"}
 def cell(v, u): return f"{v:>9.3f} {u:<6}"
 print("W*, G1, M1: the engine's C++ benchmark (bench_core.cpp); U*: Lua as a user writes it")
 print(f"{'workload':42} {'moongrad 1thr':>16} {'torch 1thr':>16} {'ratio':>7} | {'moongrad all':>16} {'torch all':>16} {'ratio':>7}")
-for k in ["B0", "W1", "W6", "G1", "M1", "W7", "T1", "U1", "U0", "U2", "U3", "U4", "U5", "U6", "U7", "U8"]:
+for k in ["B0", "W1", "W6", "G1", "M1", "W7", "T1", "U1", "U0", "U2", "U3", "U4", "U5", "U6", "U7", "U8", "S5", "V5", "S6", "V6", "S7", "V7"]:
   row = f"{names[k]:42}"
   for mg, peer in ((mg1, t1), (mgn, tn)):
     if k not in mg: continue
     v, u = mg[k]
     row += " " + cell(v, u)
-    if k in peer:
-      p = peer[k][0]
+    pk = {"V5": "U5", "V6": "U6", "V7": "U7"}.get(k, k) # BEAM's rows beside PyTorch's same workload
+    if pk in peer:
+      p = peer[pk][0]
       row += " " + cell(p, u) + f" {(v / p if u in higher else p / v):>6.2f}x"
     row += " |"
   print(row.rstrip(" |"))
@@ -87,6 +96,10 @@ if os.path.exists(f"{d}/tg.txt"):
       v, u = (mgn if k != "W7" else mg1)[k]; p = tg[k][0]
       print(f"{names[k]:42} {cell(v, u)} {cell(p, u)} {(v / p if u in higher else p / v):>6.2f}x")
 if "B1" in t1: print(f"{'OpenBLAS sgemm 512 via numpy (ceiling)':42} {t1['B1'][0]:.2f} GFLOPS at 1 thread, {tn['B1'][0]:.2f} at all cores")
+if "B2" in t1:
+  print(f"{'OpenBLAS sgemm 1024 via numpy (ceiling)':42} {t1['B2'][0]:.2f} GFLOPS at 1 thread, {tn['B2'][0]:.2f} at all cores")
+  for k, label in (("U6", "default opts"), ("V6", "BEAM=2")):
+    if k in mg1: print(f"matmul 1024, {label}, against OpenBLAS: {mg1[k][0] / t1['B2'][0]:.2f}x at 1 thread, {mgn[k][0] / tn['B2'][0]:.2f}x at all cores")
 print("ratio > 1 means moongrad is faster")
 print("U1 against the triad ceiling (B0): %.2fx at 1 thread, %.2fx at all cores" %
       (mg1["U1"][0] / mg1["B0"][0], mgn["U1"][0] / mgn["B0"][0]))
