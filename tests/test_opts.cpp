@@ -61,8 +61,10 @@ TEST_CASE("random opt lists give the values of the kernel with no opts, and ille
   std::mt19937 rng(42);
   const int64_t amounts[] = {0, 2, 3, 4, 5, 8, 16, 7};
   auto random_opt = [&] {
-    return Opt{rng() % 2 ? OptOp::UPCAST : OptOp::UNROLL, static_cast<int64_t>(rng() % 4),
-               amounts[rng() % 8]};
+    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP};
+    OptOp op = ops[rng() % 5];
+    int64_t axis = static_cast<int64_t>(rng() % 4);
+    return Opt{op, axis, op == OptOp::SWAP ? static_cast<int64_t>(rng() % 4) : amounts[rng() % 8]};
   };
   int legal = 0, illegal = 0;
   for (auto& c : cases()) {
@@ -97,7 +99,7 @@ TEST_CASE("random opt lists give the values of the kernel with no opts, and ille
       } catch (const std::invalid_argument& e) {
         illegal++;
         std::string msg = e.what();
-        bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0;
+        bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0 || msg.find("SWAP(") == 0;
         CHECK(names_an_opt);
         CHECK(draw % 2 == 1); // a list built to be legal is never refused
         continue;
@@ -114,6 +116,20 @@ TEST_CASE("random opt lists give the values of the kernel with no opts, and ille
   // both kinds were really drawn: the test cannot pass on errors alone
   CHECK(legal >= 200);
   CHECK(illegal >= 50);
+}
+
+TEST_CASE("SWAP changes the loop order and nothing else") {
+  Tensor a = Tensor::rand({24, 40}), b = Tensor::rand({40, 36});
+  Tensor::realize_all({&a, &b});
+  Tensor t = a.matmul(b);
+  auto ast = t.schedule().back().ast;
+  std::vector<Opt> none, swap{{OptOp::SWAP, 0, 1}};
+  CHECK(lower_kernel(ast, &none).full_shape == Shape{24, 36, 40});
+  CHECK(lower_kernel(ast, &swap).full_shape == Shape{36, 24, 40}); // the output loops exchanged
+  std::vector<float> want = run_last(t, none), got = run_last(t, swap);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); i++)
+    REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6));
 }
 
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {
@@ -146,5 +162,8 @@ TEST_CASE("an illegal opt says which and why") {
   CHECK(err({{OptOp::UPCAST, -1, 2}}).find("the axis must be 0 or more") != std::string::npos);
   CHECK(err({{OptOp::UPCAST, 1, 36}, {OptOp::UPCAST, 0, 24}, {OptOp::UNROLL, 0, 8}}) ==
         "UNROLL(0, 8): 6912 copies of the kernel body (at most 1024)");
+  CHECK(err({{OptOp::SWAP, 1, 1}}) == "SWAP(1, 1): an axis cannot be swapped with itself");
+  CHECK(err({{OptOp::SWAP, 0, 2}}) ==
+        "SWAP(0, 2): axis 2 does not exist; the kernel has 2 dims over outputs");
   CHECK_THROWS_WITH(opt_op("TILE"), Catch::Contains("unknown opt 'TILE'"));
 }

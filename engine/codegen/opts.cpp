@@ -22,16 +22,26 @@ bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
   return true;
 }
 
-bool acts_on(OptOp op, int kind) { return op == OptOp::UPCAST ? kind == kGlobal : kind == kReduce; }
+bool acts_on(OptOp op, int kind) { return op == OptOp::UNROLL ? kind == kReduce : kind == kGlobal; }
 
 } // namespace
 
-const char* name(OptOp op) { return op == OptOp::UPCAST ? "UPCAST" : "UNROLL"; }
+const char* name(OptOp op) {
+  switch (op) {
+  case OptOp::UPCAST:
+    return "UPCAST";
+  case OptOp::UNROLL:
+    return "UNROLL";
+  case OptOp::SWAP:
+    return "SWAP";
+  }
+  return "?";
+}
 
 OptOp opt_op(const std::string& n) {
-  if (n == "UPCAST") return OptOp::UPCAST;
-  if (n == "UNROLL") return OptOp::UNROLL;
-  throw std::invalid_argument("unknown opt '" + n + "' (known: UPCAST, UNROLL)");
+  for (OptOp op : {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP})
+    if (n == name(op)) return op;
+  throw std::invalid_argument("unknown opt '" + n + "' (known: UPCAST, UNROLL, SWAP)");
 }
 
 std::string Opt::to_string() const {
@@ -49,15 +59,20 @@ bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
   return reshape_all(ks, sts, std::move(n));
 }
 
-size_t opt_dim(const KernelShape& ks, const Opt& o) {
+namespace {
+// The loop dim of the `axis`-th dim `op` acts on; `what` names the opt in the error.
+size_t dim_of(const KernelShape& ks, OptOp op, int64_t axis, const Opt& what) {
   int64_t seen = 0;
   for (size_t d = 0; d < ks.full.size(); d++)
-    if (acts_on(o.op, ks.kind[d]) && seen++ == o.axis) return d;
-  throw std::invalid_argument(o.to_string() + ": axis " + std::to_string(o.axis) +
+    if (acts_on(op, ks.kind[d]) && seen++ == axis) return d;
+  throw std::invalid_argument(what.to_string() + ": axis " + std::to_string(axis) +
                               " does not exist; the kernel has " + std::to_string(seen) +
-                              (o.op == OptOp::UPCAST ? " dims over outputs" : " reduce dims") +
-                              " left to split");
+                              (op == OptOp::UNROLL ? " reduce dims" : " dims over outputs") +
+                              (op == OptOp::SWAP ? "" : " left to split"));
 }
+} // namespace
+
+size_t opt_dim(const KernelShape& ks, const Opt& o) { return dim_of(ks, o.op, o.axis, o); }
 
 Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount) {
   int64_t axis = 0;
@@ -70,6 +85,20 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   auto fail = [&](const std::string& why) { throw std::invalid_argument(o.to_string() + ": " + why); };
   if (o.axis < 0) fail("the axis must be 0 or more");
   size_t d = opt_dim(ks, o);
+  if (o.op == OptOp::SWAP) {
+    if (o.amount == o.axis) fail("an axis cannot be swapped with itself");
+    if (o.amount < 0) fail("the other axis must be 0 or more");
+    size_t e = dim_of(ks, o.op, o.amount, o);
+    std::vector<int64_t> order(ks.full.size());
+    for (size_t j = 0; j < order.size(); j++)
+      order[j] = static_cast<int64_t>(j);
+    std::swap(order[d], order[e]);
+    std::swap(ks.full[d], ks.full[e]);
+    std::swap(ks.out[d], ks.out[e]);
+    for (auto& [u, st] : sts)
+      st.views.back() = st.views.back().permute(order);
+    return;
+  }
   int64_t size = ks.full[d], amount = o.amount == 0 ? size : o.amount;
   if (amount < 2) fail("the amount must be 2 or more (0: the whole dim)");
   if (size % amount != 0)

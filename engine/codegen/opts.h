@@ -15,12 +15,13 @@ namespace mg {
 // UPCAST: split a dim over outputs; the inner part becomes copies of the code (a tile of
 //         outputs, each loaded value reused across it).
 // UNROLL: split a reduce dim; the inner part becomes copies of the reduced term.
-enum class OptOp { UPCAST, UNROLL };
+// SWAP:   exchange two dims over outputs (axis and amount both count them): the loop order.
+enum class OptOp { UPCAST, UNROLL, SWAP };
 
 struct Opt {
   OptOp op;
   int64_t axis;   // UPCAST: among the dims over outputs, in order; UNROLL: among the reduce dims
-  int64_t amount; // 0: the whole dim
+  int64_t amount; // 0: the whole dim; for SWAP, the other axis
   std::string to_string() const; // UPCAST(1, 4)
   bool operator==(const Opt&) const = default;
 };

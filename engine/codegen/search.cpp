@@ -32,7 +32,8 @@ using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalize>;
 Db open_cache() {
   make_dirs(cache_root());
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(beam_cache_path().c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  int rc =
+      sqlite3_open_v2(beam_cache_path().c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   Db db(raw);
   if (rc != SQLITE_OK) return nullptr;
   sqlite3_busy_timeout(db.get(), 10000);
@@ -75,7 +76,8 @@ std::optional<BeamResult> cache_get(const std::string& key) {
 void cache_put(const std::string& key, const BeamResult& r) {
   Db db = open_cache();
   if (!db) return;
-  Stmt s = prepare(db.get(), "INSERT OR REPLACE INTO beam (key, opts, seconds, hand_seconds) VALUES (?, ?, ?, ?)");
+  Stmt s =
+      prepare(db.get(), "INSERT OR REPLACE INTO beam (key, opts, seconds, hand_seconds) VALUES (?, ?, ?, ?)");
   if (!s) return;
   std::string text = opts_text(r.opts);
   sqlite3_bind_text(s.get(), 1, key.c_str(), -1, SQLITE_TRANSIENT);
@@ -88,7 +90,7 @@ void cache_put(const std::string& key, const BeamResult& r) {
 // ---------------------------------------------------------------- the search
 
 // Every opt BEAM may add: upcasts of the first dims over outputs, unrolls of the first reduce
-// dims, by the amounts a CPU's registers and vectors like.
+// dims, by the amounts a CPU's registers and vectors like, and swaps of the outer loops.
 std::vector<Opt> actions() {
   std::vector<Opt> a;
   for (int64_t axis = 0; axis < 6; axis++)
@@ -97,6 +99,9 @@ std::vector<Opt> actions() {
   for (int64_t axis = 0; axis < 4; axis++)
     for (int64_t amt : {2, 4, 8, 16})
       a.push_back({OptOp::UNROLL, axis, amt});
+  for (int64_t axis = 0; axis < 3; axis++)
+    for (int64_t other = axis + 1; other < 4; other++)
+      a.push_back({OptOp::SWAP, axis, other});
   return a;
 }
 
@@ -144,8 +149,8 @@ std::optional<std::vector<Opt>> parse_opts_text(const std::string& s) {
 }
 
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       const std::vector<Opt>& hand, const std::function<bool(const std::vector<Opt>&)>& legal,
-                       const TimeOpts& time) {
+                       const std::vector<Opt>& hand,
+                       const std::function<bool(const std::vector<Opt>&)>& legal, const TimeOpts& time) {
   if (auto hit = cache_get(key); hit && legal(hit->opts)) {
     if (settings().debug >= 1)
       std::printf("*** BEAM %-24s from the cache: %s\n", name.c_str(),
@@ -171,7 +176,8 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
   }
   beam.push_back(best);
   r.tried++;
-  std::sort(beam.begin(), beam.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+  std::sort(beam.begin(), beam.end(),
+            [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   if (beam.size() > static_cast<size_t>(width)) beam.resize(width);
   if (beam[0].seconds < best.seconds) best = beam[0];
   // a rounding slip must not beat the hand-coded list: a result within 1% of it keeps it
@@ -206,7 +212,8 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
       }
     }
     if (next.empty()) break;
-    std::sort(next.begin(), next.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+    std::sort(next.begin(), next.end(),
+              [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
     if (next.size() > static_cast<size_t>(width)) next.resize(width);
     // progress is measured against the search's own last round; the hand-coded list only
     // sets the floor of the result

@@ -27,8 +27,8 @@ struct BeamResult {
 // `key` identifies the kernel (its AST, device, renderer and threads); `legal` tells whether a
 // list lowers (cheap, no compile). Prints a live progress line at DEBUG>=1.
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       const std::vector<Opt>& hand, const std::function<bool(const std::vector<Opt>&)>& legal,
-                       const TimeOpts& time);
+                       const std::vector<Opt>& hand,
+                       const std::function<bool(const std::vector<Opt>&)>& legal, const TimeOpts& time);
 
 // The cache file, and how many kernels it holds (-1 when it cannot be read).
 std::string beam_cache_path();
