@@ -67,6 +67,7 @@ public:
   // Linear program -> source text, and source text -> runnable program.
   // `parallel`: split the outermost loop by the (core, ncores) the program is run with.
   virtual std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) = 0;
+  // May be called from several threads at once (BEAM's candidates).
   virtual std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) = 0;
   // Compiles done by this process (the on-disk cache makes repeats free).
   virtual int compile_count() const { return 0; }

@@ -10,8 +10,8 @@
 #include "engine/codegen/linearize.h"
 #include "engine/codegen/lowerer.h"
 #include "engine/codegen/search.h"
-#include "engine/digest.h"
 #include "engine/device.h"
+#include "engine/digest.h"
 #include "engine/settings.h"
 #include "engine/tensor.h"
 
@@ -97,6 +97,12 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
   return stages_of(ast, lower_kernel(ast));
 }
 
+// Worth splitting across cores only when big: waking other threads costs microseconds.
+static bool worth_splitting(const LoweredKernel& k, const KernelInfo& info) {
+  return settings().threads > 1 && parallel_loop(k.linear) != nullptr &&
+         info.flops + info.bytes / 4 > (1 << 18);
+}
+
 // Renders and compiles a lowered kernel for the item's device.
 static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k,
                                                  bool quiet = false) {
@@ -116,9 +122,7 @@ static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const
   for (auto& o : k.opts)
     c->info.opts.push_back(o.to_string());
   estimate(k, c->info, item);
-  // worth splitting across cores only when big: waking other threads costs microseconds
-  c->info.parallel = settings().threads > 1 && parallel_loop(k.linear) != nullptr &&
-                     c->info.flops + c->info.bytes / 4 > (1 << 18);
+  c->info.parallel = worth_splitting(k, c->info);
   c->info.src = d.render(k.name, k.linear, c->info.parallel);
   if (dbg >= 3) std::printf("%s", c->info.src.c_str());
   int before = d.compile_count();
@@ -158,14 +162,22 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
       return false;
     }
   };
-  auto time = [&](const std::vector<Opt>& opts) {
-    auto c = compile_lowered(scratch, lower_kernel(item.ast, &opts), true);
-    double best = run_compiled(*c, scratch);
-    for (int i = 0; i < 2 && best < 0.05; i++) // slow candidates are not worth repeating
-      best = std::min(best, run_compiled(*c, scratch));
-    return best;
+  Device& d = get_device(dev);
+  auto prepare = [&](const std::vector<Opt>& opts) {
+    LoweredKernel k = lower_kernel(item.ast, &opts);
+    auto c = std::make_shared<Compiled>();
+    c->info.name = k.name;
+    estimate(k, c->info, scratch);
+    c->info.parallel = worth_splitting(k, c->info);
+    c->info.src = d.render(k.name, k.linear, c->info.parallel);
+    return Trial{[c, &d] { c->program = d.compile(c->info.name, c->info.src); },
+                 [c, &scratch] { return run_compiled(*c, scratch); }};
   };
-  return beam_search(key, hand.name, width, settings().beam_budget, hand.opts, legal, time).opts;
+  int before = d.compile_count();
+  auto r = beam_search(key, hand.name, width, settings().beam_budget, settings().threads, hand.opts, legal,
+                       prepare);
+  global_counters().kernels_compiled += d.compile_count() - before;
+  return r.opts;
 }
 
 static Compiled& compiled_for(const ScheduleItem& item) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -149,14 +150,21 @@ public:
   std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) override {
     return render_c(fn, linear, parallel);
   }
-  int compile_count() const override { return compiles_; }
+  int compile_count() const override { return compiles_.load(); }
 
+  // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
+  // map and the count are locked, the compile itself is not.
   std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
     static const std::string id = compiler_id();
     std::string key = digest(id + "\n" + fn + "\n" + src);
-    auto it = loaded_.find(key);
-    if (it == loaded_.end()) it = loaded_.emplace(key, load_or_build(key, fn, src)).first;
-    return std::make_unique<CpuProgram>(it->second);
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      if (auto it = loaded_.find(key); it != loaded_.end()) return std::make_unique<CpuProgram>(it->second);
+    }
+    KernelFn f = load_or_build(key, fn, src);
+    std::lock_guard<std::mutex> lk(m_);
+    loaded_.emplace(key, f);
+    return std::make_unique<CpuProgram>(f);
   }
 
 private:
@@ -185,10 +193,11 @@ private:
     }
     std::string object = compile_c(src, flags);
     compiles_++;
-    // Write beside the final name and rename: a crash or a second process never sees half a
-    // file. A cache that cannot be written costs a compile next time, nothing more.
+    // Write beside the final name and rename: a crash, a second process or a second thread never
+    // sees half a file. A cache that cannot be written costs a compile next time, nothing more.
     make_dirs(dir);
-    std::string tmp = path + "." + std::to_string(::getpid());
+    std::string tmp = path + "." + std::to_string(::getpid()) + "." +
+                      std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
     {
       std::ofstream f(tmp, std::ios::binary);
       f << with_trailer(object);
@@ -198,8 +207,9 @@ private:
     return reinterpret_cast<KernelFn>(linker().load(object, fn));
   }
 
+  std::mutex m_;
   std::unordered_map<std::string, KernelFn> loaded_;
-  int compiles_ = 0;
+  std::atomic<int> compiles_{0};
 };
 
 const bool registered = register_device("CPU", [] { return std::make_unique<CpuDevice>(); });

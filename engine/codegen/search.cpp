@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "engine/settings.h"
 
@@ -149,8 +151,9 @@ std::optional<std::vector<Opt>> parse_opts_text(const std::string& s) {
 }
 
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       const std::vector<Opt>& hand,
-                       const std::function<bool(const std::vector<Opt>&)>& legal, const TimeOpts& time) {
+                       int threads, const std::vector<Opt>& hand,
+                       const std::function<bool(const std::vector<Opt>&)>& legal,
+                       const PrepareOpts& prepare) {
   if (auto hit = cache_get(key); hit && legal(hit->opts)) {
     if (settings().debug >= 1)
       std::printf("*** BEAM %-24s from the cache: %s\n", name.c_str(),
@@ -161,21 +164,61 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
   auto t0 = clk::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clk::now() - t0).count(); };
   BeamResult r;
-  r.hand_seconds = time(hand);
+  // Times a batch of lists: prepared here, compiled on the worker threads at once, then timed
+  // one by one (best of 3) so that no compile runs beside a timing. A list that turns out
+  // illegal is left out.
+  auto time_all = [&](const std::vector<std::vector<Opt>>& lists) {
+    std::vector<Candidate> out;
+    std::vector<Trial> trials;
+    std::vector<std::vector<Opt>> kept;
+    for (auto& l : lists) {
+      try {
+        trials.push_back(prepare(l));
+        kept.push_back(l);
+      } catch (const std::invalid_argument&) {
+      }
+    }
+    std::vector<std::exception_ptr> errors(trials.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next++) < trials.size();) {
+        try {
+          trials[i].compile();
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    };
+    std::vector<std::thread> workers;
+    for (int t = 1; t < std::min<int>(threads, static_cast<int>(trials.size())); t++)
+      workers.emplace_back(work);
+    work();
+    for (auto& w : workers)
+      w.join();
+    for (size_t i = 0; i < trials.size(); i++) {
+      if (errors[i]) std::rethrow_exception(errors[i]); // a compile failure is a bug: say so
+      double s = trials[i].time();
+      for (int k = 0; k < 2 && s < 0.05; k++) // slow candidates are not worth repeating
+        s = std::min(s, trials[i].time());
+      out.push_back({kept[i], s});
+      r.tried++;
+    }
+    return out;
+  };
+  r.hand_seconds = time_all({hand}).at(0).seconds;
+  r.tried = 1;
   Candidate best{hand, r.hand_seconds};
   // The search starts from the hand-coded list's prefixes (for a kernel with no hand-coded
   // opts, from no opts): a kernel with no opts at all can take seconds (a 1024 matmul), and
   // its one-opt neighbours are no better.
-  std::vector<Candidate> beam;
   std::set<std::string> seen{opts_text(hand)};
+  std::vector<std::vector<Opt>> prefixes;
   for (size_t k = hand.empty() ? 0 : 1; k < hand.size(); k++) {
-    std::vector<Opt> prefix(hand.begin(), hand.begin() + static_cast<long>(k));
-    seen.insert(opts_text(prefix));
-    beam.push_back({prefix, time(prefix)});
-    r.tried++;
+    prefixes.emplace_back(hand.begin(), hand.begin() + static_cast<long>(k));
+    seen.insert(opts_text(prefixes.back()));
   }
+  std::vector<Candidate> beam = time_all(prefixes);
   beam.push_back(best);
-  r.tried++;
   std::sort(beam.begin(), beam.end(),
             [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   if (beam.size() > static_cast<size_t>(width)) beam.resize(width);
@@ -193,23 +236,23 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
   };
   const auto all = actions();
   for (bool improved = true; improved && elapsed() < budget_s;) {
-    std::vector<Candidate> next;
-    for (auto& c : beam) {
+    std::vector<std::vector<Opt>> lists;
+    for (auto& c : beam)
       for (auto& a : all) {
-        if (elapsed() >= budget_s) break;
         std::vector<Opt> opts = c.opts;
         opts.push_back(a);
-        if (!seen.insert(opts_text(opts)).second || !legal(opts)) continue;
-        double s;
-        try {
-          s = time(opts);
-        } catch (const std::invalid_argument&) {
-          continue;
-        }
-        r.tried++;
-        next.push_back({opts, s});
-        progress("");
+        if (seen.insert(opts_text(opts)).second && legal(opts)) lists.push_back(std::move(opts));
       }
+    // in batches, so that the budget is checked between them
+    std::vector<Candidate> next;
+    const size_t batch = 4 * static_cast<size_t>(std::max(1, threads));
+    for (size_t i = 0; i < lists.size() && elapsed() < budget_s; i += batch) {
+      std::vector<std::vector<Opt>> part(lists.begin() + static_cast<long>(i),
+                                         lists.begin() +
+                                             static_cast<long>(std::min(lists.size(), i + batch)));
+      for (auto& c : time_all(part))
+        next.push_back(std::move(c));
+      progress("");
     }
     if (next.empty()) break;
     std::sort(next.begin(), next.end(),

@@ -12,9 +12,15 @@
 
 namespace mg {
 
-// Seconds one run of the kernel takes with these opts (compiled, on scratch buffers); throws
-// std::invalid_argument for a list the kernel cannot take.
-using TimeOpts = std::function<double(const std::vector<Opt>&)>;
+// One candidate made ready on the caller's thread (lowered and rendered: that touches the
+// shared UOp table). `compile` may then run on a worker thread, beside other candidates';
+// `time` runs on the caller's thread and returns the seconds of one run on scratch buffers.
+struct Trial {
+  std::function<void()> compile;
+  std::function<double()> time;
+};
+// Throws std::invalid_argument for a list the kernel cannot take.
+using PrepareOpts = std::function<Trial(const std::vector<Opt>&)>;
 
 struct BeamResult {
   std::vector<Opt> opts;
@@ -25,10 +31,11 @@ struct BeamResult {
 };
 
 // `key` identifies the kernel (its AST, device, renderer and threads); `legal` tells whether a
-// list lowers (cheap, no compile). Prints a live progress line at DEBUG>=1.
+// list lowers (cheap, no compile). Candidates compile on `threads` threads, then are timed one
+// at a time. Prints a live progress line at DEBUG>=1.
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       const std::vector<Opt>& hand,
-                       const std::function<bool(const std::vector<Opt>&)>& legal, const TimeOpts& time);
+                       int threads, const std::vector<Opt>& hand,
+                       const std::function<bool(const std::vector<Opt>&)>& legal, const PrepareOpts& prepare);
 
 // The cache file, and how many kernels it holds (-1 when it cannot be read).
 std::string beam_cache_path();
