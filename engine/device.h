@@ -69,6 +69,9 @@ public:
   virtual std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) = 0;
   // May be called from several threads at once (BEAM's candidates).
   virtual std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) = 0;
+  // What code built for this device depends on besides the source (its compiler, flags and
+  // the host CPU): part of BEAM's cache key.
+  virtual std::string fingerprint() const { return name(); }
   // Compiles done by this process (the on-disk cache makes repeats free).
   virtual int compile_count() const { return 0; }
 };

@@ -100,15 +100,20 @@ const std::unordered_map<Ops, Rule>& rules() {
            inputs.push_back(src(u, i));
          auto given = custom_grads().at(static_cast<size_t>(u->iarg()))(g, inputs);
          Grads out{std::nullopt};
-         std::vector<UOpRef> rest;
+         bool rest = false; // some input left to the automatic rules
          for (size_t i = 0; i < inputs.size(); i++) {
            out.push_back(i < given.size() ? given[i] : std::nullopt);
-           if (!out.back()) rest.push_back(inputs[i].uop);
+           rest |= !out.back();
          }
-         if (!rest.empty()) {
-           auto auto_grads = gradient(u->src[0], g.uop, rest);
-           for (size_t i = 1, k = 0; i < out.size(); i++)
-             if (!out[i] && auto_grads[k++]) out[i] = Tensor(*auto_grads[k - 1]);
+         if (rest) {
+           // every input is a target, so the walk stops at each: a path from one input through
+           // another would otherwise be counted here and again through the other's gradient
+           std::vector<UOpRef> all;
+           for (auto& t : inputs)
+             all.push_back(t.uop);
+           auto auto_grads = gradient(u->src[0], g.uop, all);
+           for (size_t i = 1; i < out.size(); i++)
+             if (!out[i] && auto_grads[i - 1]) out[i] = Tensor(*auto_grads[i - 1]);
          }
          for (size_t i = 1; i < out.size(); i++)
            if (out[i] && out[i]->shape() != inputs[i - 1].shape())

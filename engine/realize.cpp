@@ -104,11 +104,10 @@ static bool worth_splitting(const LoweredKernel& k, const KernelInfo& info) {
 }
 
 // Renders and compiles a lowered kernel for the item's device.
-static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k,
-                                                 bool quiet = false) {
+static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k) {
   const std::string& dev = item.bufs.at(0)->device;
   Device& d = get_device(dev);
-  int dbg = quiet ? 0 : settings().debug;
+  int dbg = settings().debug;
   if (dbg >= 4) {
     for (auto& [stage, text] : stages_of(item.ast, k))
       std::printf("--- %s\n%s", stage.c_str(), text.c_str());
@@ -146,8 +145,9 @@ static double run_compiled(const Compiled& c, const ScheduleItem& item) {
 static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   const std::string& dev = item.bufs.at(0)->device;
   LoweredKernel hand = lower_kernel(item.ast);
-  std::string key = digest(print_tree(item.ast) + "\ndevice " + dev + "\nrenderer C 1\nthreads " +
-                           std::to_string(settings().threads) + "\nbeam " + std::to_string(width));
+  std::string key =
+      digest(print_tree(item.ast) + "\n" + kOptsVersion + "\ndevice " + get_device(dev).fingerprint() +
+             "\nthreads " + std::to_string(settings().threads) + "\nbeam " + std::to_string(width));
   ScheduleItem scratch = item;
   for (auto& b : scratch.bufs) {
     b = std::make_shared<Buffer>(b->device, b->dtype, b->size);
@@ -158,7 +158,7 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
     try {
       lower_kernel(item.ast, &opts);
       return true;
-    } catch (const std::invalid_argument&) {
+    } catch (const std::exception&) {
       return false;
     }
   };

@@ -79,7 +79,6 @@ const PatternMatcher& split_reduce_rules() {
   return pm;
 }
 
-// Ops whose value at 0 is not 0: a padded region would compute garbage through them.
 // A custom gradient matters to backward only: its value is its first source.
 const PatternMatcher& drop_custom_grads() {
   static const PatternMatcher pm{
@@ -87,6 +86,7 @@ const PatternMatcher& drop_custom_grads() {
   return pm;
 }
 
+// Ops whose value at 0 is not 0: a padded region would compute garbage through them.
 bool unsafe_under_pad(Ops op) {
   return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD ||
          op == Ops::POW;

@@ -1,5 +1,6 @@
 // Autograd at the Lua level: x.requires_grad, x.grad, loss:backward(), Tensor.gradient,
 // x:assign(y), x:detach(). The gradients themselves are lazy graphs (engine/gradient).
+#include <cstdint>
 #include <string>
 
 #include "engine/gradient.h"
@@ -190,7 +191,9 @@ int t_detach(lua_State* L) {
 }
 
 // Tensor._grad_fn(fn) -> id. fn(g, input1, input2, ...) returns the inputs' gradients (nil:
-// the automatic one). Each call registers fn for good, so callers keep one per distinct use.
+// the one the value's own ops imply, not counting paths through the other inputs). Each call
+// registers fn for good, so callers keep one per distinct use. A tensor the value depends on
+// that is not among the inputs gets no gradient through it.
 int t_grad_fn(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
@@ -238,7 +241,10 @@ int t_custom_grad(lua_State* L) {
     inputs.push_back(t->uop);
     lua_pop(L, 1);
   }
-  push_tensor(L, Tensor(custom_grad(v.uop, inputs, static_cast<int>(luaL_checkinteger(L, 3)))));
+  lua_Integer id = luaL_checkinteger(L, 3);
+  if (id < 0 || id > INT32_MAX)
+    throw std::invalid_argument("custom gradient: no function with id " + std::to_string(id));
+  push_tensor(L, Tensor(custom_grad(v.uop, inputs, static_cast<int>(id))));
   return 1;
 }
 

@@ -312,8 +312,9 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
 
 } // namespace
 
-// The widest run of loads from consecutive addresses (base, base+1, ...) in a kernel with a tile
-// of accumulators: how wide the rows are that clang can load as vectors. 16 without a tile.
+// The widest run of loads from consecutive addresses (base, base+1, ...) in a kernel with two or
+// more accumulators (a tile, or a reduce's lanes): how wide the rows are that clang can load as
+// vectors. 16 for a kernel with one accumulator or none.
 int64_t tile_row_width(const std::vector<UOpRef>& linear) {
   if (std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) <
       2)

@@ -66,7 +66,7 @@ std::string compile_c(const std::string& src, const std::vector<std::string>& fl
   // anyway); in a process that compiles thousands of kernels that would be a leak per compile.
   inv->getFrontendOpts().DisableFree = false;
   inv->getCodeGenOpts().DisableFree = false;
-  // The remapped buffer is owned, and freed, by the invocation's preprocessor options.
+  // clang's source manager takes the remapped buffer when it maps the file, and frees it.
   inv->getPreprocessorOpts().addRemappedFile("kernel.c", llvm::MemoryBuffer::getMemBufferCopy(src).release());
 
   clang::CompilerInstance ci;

@@ -151,6 +151,7 @@ public:
     return render_c(fn, linear, parallel);
   }
   int compile_count() const override { return compiles_.load(); }
+  std::string fingerprint() const override { return compiler_id(); }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.

@@ -56,6 +56,10 @@ Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount);
 // (leaving ks and sts unchanged).
 void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
+// Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op)
+// must not reuse choices made under the old meaning.
+constexpr const char* kOptsVersion = "opts 2 (UPCAST UNROLL SWAP)";
+
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;
 

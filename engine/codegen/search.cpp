@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "engine/settings.h"
@@ -175,7 +176,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
       try {
         trials.push_back(prepare(l));
         kept.push_back(l);
-      } catch (const std::invalid_argument&) {
+      } catch (const std::exception&) { // a list this kernel cannot take is skipped
       }
     }
     std::vector<std::exception_ptr> errors(trials.size());
@@ -190,8 +191,11 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
       }
     };
     std::vector<std::thread> workers;
-    for (int t = 1; t < std::min<int>(threads, static_cast<int>(trials.size())); t++)
-      workers.emplace_back(work);
+    try {
+      for (int t = 1; t < std::min<int>(threads, static_cast<int>(trials.size())); t++)
+        workers.emplace_back(work);
+    } catch (const std::system_error&) { // no more threads to be had: fewer workers
+    }
     work();
     for (auto& w : workers)
       w.join();

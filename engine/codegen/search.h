@@ -1,5 +1,5 @@
-// BEAM search over opts, as tinygrad's search.py: start from a kernel with no opts, try every
-// legal opt on each of the N best lists so far, keep the N fastest, and stop when a round
+// BEAM search over opts, as tinygrad's search.py: start from the hand-coded list's prefixes, try
+// every legal opt on each of the N best lists so far, keep the N fastest, and stop when a round
 // improves nothing by 1% or the time budget runs out. The hand-coded list competes too, so the
 // result is never slower than it. Results live in one SQLite file shared by every process.
 #pragma once
@@ -31,7 +31,7 @@ struct BeamResult {
 };
 
 // `key` identifies the kernel (its AST, device, renderer and threads); `legal` tells whether a
-// list lowers (cheap, no compile). Candidates compile on `threads` threads, then are timed one
+// list lowers (no compile, but a whole lowering). Candidates compile on `threads` threads, then are timed one
 // at a time. Prints a live progress line at DEBUG>=1.
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
                        int threads, const std::vector<Opt>& hand,

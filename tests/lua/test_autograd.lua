@@ -105,6 +105,12 @@ check("conv2d (stride 2, padding 1, bias)", function(x, w, b) return x:conv2d(w,
 -- 32+ input values per output: the weight's gradient is the matmul of the windows
 check("conv2d (36 values per output, stride 2, padding 1)",
   function(x, w) return x:conv2d(w, { stride = 2, padding = 1 }) end, { { 2, 4, 5, 5 }, { 3, 4, 3, 3 } })
+-- a weight used by two convs, and an input that reaches a conv's weight too: the gradient of
+-- one custom-gradient input must not be counted again through another
+check("conv2d twice with the same small weight", function(x, w) return x:conv2d(w):conv2d(w) end,
+  { { 1, 1, 7, 7 }, { 1, 1, 3, 3 } })
+check("conv2d of an input by a weight made from it", function(x) return x:conv2d(x:shrink({ { 0, 1 }, { 0, 1 }, { 0, 3 }, { 0, 3 } }) * 2) end,
+  { { 1, 1, 5, 5 } })
 check("conv2d (groups 2, dilation 2)", function(x, w) return x:conv2d(w, { groups = 2, dilation = 2 }) end,
   { { 1, 4, 5, 5 }, { 2, 2, 2, 2 } })
 check("max_pool2d", function(x) return x:max_pool2d(2) end, { { 1, 2, 4, 4 } })
@@ -148,6 +154,13 @@ test("a custom gradient replaces the automatic one for the inputs it covers, and
   v2:sum():backward()
   H.same(x.grad:tolist(), { 3.0, 3.0 }) -- from the function
   H.same(y.grad:tolist(), { 1.0, 2.0 }) -- nil: automatic, d(x*y)/dy = x
+  -- y depends on x: x's automatic share stops at y, and y's custom gradient flows back into x
+  -- once (d/dx sum(x * 2x) = 4x; counting the path through y twice gave 6x)
+  local x2 = Tensor({ 1.0, 2.0 }):requires_grad_()
+  local y2 = x2 * 2
+  local through = Tensor._grad_fn(function(g, a, b) return nil, g * a end)
+  Tensor._custom_grad(x2 * y2, { x2, y2 }, through):sum():backward()
+  H.same(x2.grad:tolist(), { 4.0, 8.0 })
   local boom = Tensor._grad_fn(function() error("boom") end)
   H.errors(function() Tensor._custom_grad(x * 2, { x }, boom):sum():backward() end, "boom")
   local wrong = Tensor._grad_fn(function() return Tensor({ 1.0 }) end)
@@ -155,6 +168,7 @@ test("a custom gradient replaces the automatic one for the inputs it covers, and
   local notensor = Tensor._grad_fn(function() return 5 end)
   H.errors(function() Tensor._custom_grad(x * 2, { x }, notensor):sum():backward() end, "not a Tensor or nil")
   H.errors(function() Tensor._custom_grad(x, { x }, 100000) end, "no function with id 100000")
+  H.errors(function() Tensor._custom_grad(x, { x }, 1 << 32) end, "no function with id 4294967296")
 end)
 
 H.done()
