@@ -69,6 +69,10 @@ public:
   virtual std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) = 0;
   // May be called from several threads at once (BEAM's candidates).
   virtual std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) = 0;
+  // A program for a short trial: its code need not outlive it (BEAM's candidates).
+  virtual std::unique_ptr<Program> compile_trial(const std::string& fn, const std::string& src) {
+    return compile(fn, src);
+  }
   // What code built for this device depends on besides the source (its compiler, flags and
   // the host CPU): part of BEAM's cache key.
   virtual std::string fingerprint() const { return name(); }

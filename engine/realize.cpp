@@ -170,7 +170,7 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
     estimate(k, c->info, scratch);
     c->info.parallel = worth_splitting(k, c->info);
     c->info.src = d.render(k.name, k.linear, c->info.parallel);
-    return Trial{[c, &d] { c->program = d.compile(c->info.name, c->info.src); },
+    return Trial{[c, &d] { c->program = d.compile_trial(c->info.name, c->info.src); },
                  [c, &scratch] { return run_compiled(*c, scratch); }};
   };
   int before = d.compile_count();

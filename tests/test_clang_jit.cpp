@@ -25,7 +25,7 @@ TEST_CASE("C compiled in process runs and computes what a C++ loop computes") {
   CHECK(obj.compare(0, 4,
                     "\x7f"
                     "ELF") == 0);
-  auto k = reinterpret_cast<Fn>(linker.load(obj, "k"));
+  auto k = reinterpret_cast<Fn>(linker.load(obj, "k").address);
   std::vector<float> in(1003), out(1003);
   for (size_t i = 0; i < in.size(); i++)
     in[i] = 0.01f * static_cast<float>(i) - 5.0f;
@@ -39,8 +39,8 @@ TEST_CASE("two objects may define the same function name") {
   auto src = [](const char* c) {
     return std::string("void k(float* o, const float* i, int n) { o[0] = ") + c + "; }";
   };
-  auto one = reinterpret_cast<Fn>(linker.load(compile_c(src("1.0f"), kFlags), "k"));
-  auto two = reinterpret_cast<Fn>(linker.load(compile_c(src("2.0f"), kFlags), "k"));
+  auto one = reinterpret_cast<Fn>(linker.load(compile_c(src("1.0f"), kFlags), "k").address);
+  auto two = reinterpret_cast<Fn>(linker.load(compile_c(src("2.0f"), kFlags), "k").address);
   float o = 0;
   one(&o, nullptr, 0);
   CHECK(o == 1.0f);
@@ -69,11 +69,24 @@ TEST_CASE("a damaged object or a missing symbol is an error, not a crash") {
   CHECK_THROWS_WITH(linker.load(obj.substr(0, obj.size() / 2), "k"),
                     Catch::Contains("not a valid object file"));
   CHECK_THROWS_WITH(linker.load(obj, "not_there"), Catch::Contains("not_there"));
-  CHECK(linker.load(obj, "k") != nullptr);
+  CHECK(linker.load(obj, "k").address != nullptr);
 }
 
 TEST_CASE("the host CPU id names the CPU and its features") {
   std::string id = host_cpu_id();
   CHECK_FALSE(id.empty());
   CHECK(id == host_cpu_id()); // stable: it is part of every cache key
+}
+
+TEST_CASE("a library can be unloaded, and the linker goes on loading others") {
+  ObjectLinker linker;
+  std::string obj = compile_c("void k(float* o, const float* i, int n) { o[0] = 7.0f; }", kFlags);
+  for (int round = 0; round < 200; round++) {
+    auto l = linker.load(obj, "k");
+    float o = 0;
+    reinterpret_cast<Fn>(l.address)(&o, nullptr, 0);
+    REQUIRE(o == 7.0f);
+    linker.unload(l.library);
+  }
+  linker.unload(12345); // an unknown library: nothing happens
 }

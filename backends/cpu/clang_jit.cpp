@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace mg {
 
@@ -100,6 +101,13 @@ struct ObjectLinker::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::mutex m;
   int next = 0;
+  std::unordered_map<int, llvm::orc::JITDylib*> libraries;
+  void remove(int id) {
+    auto it = libraries.find(id);
+    if (it == libraries.end()) return;
+    llvm::consumeError(jit->getExecutionSession().removeJITDylib(*it->second)); // best effort
+    libraries.erase(it);
+  }
   std::string reported; // errors the session reports (a failed link) rather than returns
 };
 
@@ -112,27 +120,41 @@ ObjectLinker::ObjectLinker() : impl_(std::make_unique<Impl>()) {
 
 ObjectLinker::~ObjectLinker() = default;
 
-void* ObjectLinker::load(const std::string& object, const std::string& symbol) {
+ObjectLinker::Loaded ObjectLinker::load(const std::string& object, const std::string& symbol) {
   std::lock_guard<std::mutex> lk(impl_->m);
   impl_->reported.clear();
   auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, "kernel.o");
   // Parse it first: a damaged object must be an error here, not a failure deep in the linker.
   check(llvm::object::ObjectFile::createObjectFile(buf->getMemBufferRef()), "not a valid object file");
   auto& jit = *impl_->jit;
+  int id = impl_->next++;
   llvm::orc::JITDylib& jd =
-      check(jit.createJITDylib("kernel" + std::to_string(impl_->next++)), "cannot create a JIT library");
+      check(jit.createJITDylib("kernel" + std::to_string(id)), "cannot create a JIT library");
+  impl_->libraries[id] = &jd;
   // The kernels call libm (expf, sinf, ...) from this process.
-  jd.addGenerator(check(
-      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit.getDataLayout().getGlobalPrefix()),
-      "cannot search this process for symbols"));
-  if (llvm::Error e = jit.addObjectFile(jd, std::move(buf)))
+  auto gen =
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit.getDataLayout().getGlobalPrefix());
+  if (!gen) {
+    impl_->remove(id);
+    throw std::runtime_error("cannot search this process for symbols: " + llvm::toString(gen.takeError()));
+  }
+  jd.addGenerator(std::move(*gen));
+  if (llvm::Error e = jit.addObjectFile(jd, std::move(buf))) {
+    impl_->remove(id);
     throw std::runtime_error("cannot link kernel: " + llvm::toString(std::move(e)));
+  }
   auto addr = jit.lookup(jd, symbol);
   if (!addr) {
     std::string msg = llvm::toString(addr.takeError());
+    impl_->remove(id);
     throw std::runtime_error("cannot link kernel " + symbol + ": " + msg + "\n" + impl_->reported);
   }
-  return addr->toPtr<void*>();
+  return {addr->toPtr<void*>(), id};
+}
+
+void ObjectLinker::unload(int library) {
+  std::lock_guard<std::mutex> lk(impl_->m);
+  impl_->remove(library);
 }
 
 } // namespace mg

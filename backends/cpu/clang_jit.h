@@ -17,16 +17,23 @@ std::string compile_c(const std::string& src, const std::vector<std::string>& fl
 std::string host_cpu_id();
 
 // Links object files into this process. Each object gets its own symbol namespace, so two
-// kernels may use the same function name. Objects stay loaded while the linker lives.
+// kernels may use the same function name. Objects stay loaded until unloaded or until the linker
+// is destroyed.
 class ObjectLinker {
 public:
   ObjectLinker();
   ~ObjectLinker();
   ObjectLinker(const ObjectLinker&) = delete;
   ObjectLinker& operator=(const ObjectLinker&) = delete;
-  // Adds `object` and returns the address of its function `symbol`. Throws when the object is
-  // not a valid object file or lacks the symbol.
-  void* load(const std::string& object, const std::string& symbol);
+  // Adds `object` and returns the address of its function `symbol` and the library it lives
+  // in. Throws when the object is not a valid object file or lacks the symbol.
+  struct Loaded {
+    void* address;
+    int library;
+  };
+  Loaded load(const std::string& object, const std::string& symbol);
+  // Removes a library and frees its code: nothing may run it afterwards.
+  void unload(int library);
 
 private:
   struct Impl;

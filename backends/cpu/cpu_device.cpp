@@ -81,9 +81,22 @@ ThreadPool& pool() {
 
 using KernelFn = void (*)(void**, int, int);
 
+// The linker lives until the process exits: kept programs may run until then, and LLVM's own
+// statics are gone before a static linker would be destroyed.
+ObjectLinker& linker() {
+  static ObjectLinker* l = new ObjectLinker();
+  return *l;
+}
+
 class CpuProgram : public Program {
 public:
-  explicit CpuProgram(KernelFn fn) : fn_(fn) {}
+  // `library` >= 0: a trial's own code, removed with the program.
+  explicit CpuProgram(KernelFn fn, int library = -1) : fn_(fn), library_(library) {}
+  ~CpuProgram() override {
+    if (library_ >= 0) linker().unload(library_);
+  }
+  CpuProgram(const CpuProgram&) = delete;
+  CpuProgram& operator=(const CpuProgram&) = delete;
   void run(void** bufs, size_t, int cores) override {
     if (cores <= 1) return fn_(bufs, 0, 1);
     pool().run(cores, [&](int core) { fn_(bufs, core, cores); });
@@ -91,14 +104,8 @@ public:
 
 private:
   KernelFn fn_;
+  int library_;
 };
-
-// Kernel code stays mapped until the process exits: programs may run until then, and LLVM's own
-// statics are gone before a static linker would be destroyed.
-ObjectLinker& linker() {
-  static ObjectLinker* l = new ObjectLinker();
-  return *l;
-}
 
 // A cache file is the object followed by a trailer: a tag and the digest of the object, so a
 // damaged or truncated file is detected and rebuilt instead of handed to the linker.
@@ -162,10 +169,15 @@ public:
       std::lock_guard<std::mutex> lk(m_);
       if (auto it = loaded_.find(key); it != loaded_.end()) return std::make_unique<CpuProgram>(it->second);
     }
-    KernelFn f = load_or_build(key, fn, src);
+    KernelFn f = reinterpret_cast<KernelFn>(load_or_build(key, fn, src).address);
     std::lock_guard<std::mutex> lk(m_);
     loaded_.emplace(key, f);
     return std::make_unique<CpuProgram>(f);
+  }
+  // A trial's program owns its code, which is freed with it (BEAM tries hundreds).
+  std::unique_ptr<Program> compile_trial(const std::string& fn, const std::string& src) override {
+    auto l = load_or_build(digest(compiler_id() + "\n" + fn + "\n" + src), fn, src);
+    return std::make_unique<CpuProgram>(reinterpret_cast<KernelFn>(l.address), l.library);
   }
 
 private:
@@ -177,11 +189,11 @@ private:
     return id;
   }
 
-  KernelFn load_or_build(const std::string& key, const std::string& fn, const std::string& src) {
+  ObjectLinker::Loaded load_or_build(const std::string& key, const std::string& fn, const std::string& src) {
     std::string dir = cache_dir(), path = dir + "/" + key + ".o";
     if (std::string object = read_object(path); !object.empty()) {
       try {
-        return reinterpret_cast<KernelFn>(linker().load(object, fn));
+        return linker().load(object, fn);
       } catch (const std::runtime_error&) {
         // an entry that does not link is rebuilt below
       }
@@ -205,7 +217,7 @@ private:
       if (!f.flush()) std::remove(tmp.c_str());
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
-    return reinterpret_cast<KernelFn>(linker().load(object, fn));
+    return linker().load(object, fn);
   }
 
   std::mutex m_;
