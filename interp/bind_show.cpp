@@ -1,6 +1,7 @@
 // The C side of the `show` table: what the REPL's colon commands and tab completion need from
 // the engine. stdlib/show.lua builds the commands themselves on top of these.
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <span>
 
@@ -160,11 +161,16 @@ int show_try_opts(lua_State* L) {
   return 1;
 }
 
-// show.beam_cache(): the BEAM cache's path and how many kernels it holds (-1: unreadable).
+// show.beam_cache(): the BEAM cache's path, how many kernels it holds (-1: unreadable) and its
+// size in bytes (0: no file yet).
 int show_beam_cache(lua_State* L) {
-  lua_pushstring(L, beam_cache_path().c_str());
+  std::string path = beam_cache_path();
+  lua_pushstring(L, path.c_str());
   lua_pushinteger(L, beam_cache_entries());
-  return 2;
+  std::error_code ec;
+  auto bytes = std::filesystem::file_size(path, ec);
+  lua_pushinteger(L, ec ? 0 : static_cast<lua_Integer>(bytes));
+  return 3;
 }
 
 const Binding kShowFns[] = {

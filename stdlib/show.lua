@@ -43,8 +43,9 @@ local set_beam = setting("BEAM", "BEAM")
 function show.beam(v)
   local n = set_beam(v)
   if v == nil then
-    local path, entries = show.beam_cache()
-    print(("cache: %s (%s)"):format(path, entries < 0 and "cannot be read" or plural(entries, "kernel")))
+    local path, entries, bytes = show.beam_cache()
+    print(("cache: %s (%s, %d KiB)"):format(path, entries < 0 and "cannot be read" or plural(entries, "kernel"),
+      (bytes + 1023) // 1024))
   end
   return n
 end
