@@ -59,6 +59,7 @@ namespace mg {
   X(STORE, Kernel)                                                                                           \
   X(INDEX, Kernel)                                                                                           \
   X(RANGE, Kernel)                                                                                           \
+  X(SPECIAL, Kernel) /* a launch dim: arg gidx0..2, src its size; the CPU runs it as a loop */        \
   X(ENDRANGE, Kernel)                                                                                        \
   X(DEFINE_ACC, Kernel)                                                                                      \
   X(ASSIGN, Kernel)

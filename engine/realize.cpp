@@ -84,6 +84,7 @@ std::vector<std::pair<std::string, std::string>> stages_of(const UOpRef& ast, co
   std::string opts = "dims merged to " + shape_str(k.full_shape) + (k.opts.empty() ? "" : ", opts:");
   for (auto& o : k.opts)
     opts += " " + o.to_string();
+  opts += "; launch: global " + shape_str(k.global_size) + ", local " + shape_str(k.local_size);
   return {{"ast", print_tree(ast)},
           {"opts", opts + "\n" + print_tree(k.ast)},
           {"lowered", print_tree(k.lowered)},

@@ -328,7 +328,7 @@ double UOp::vmin() const {
     auto one = [&](double a, double b) { lo = a, hi = b; };
     if (op == Ops::CONST)
       one(const_value(), const_value());
-    else if (op == Ops::RANGE)
+    else if (op == Ops::RANGE || op == Ops::SPECIAL)
       one(0, src[0]->vmax() - 1);
     else if (op == Ops::ADD && !is_float(dtype))
       one(src[0]->vmin() + src[1]->vmin(), src[0]->vmax() + src[1]->vmax());

@@ -10,6 +10,7 @@
 
 #include "engine/codegen/lowerer.h"
 #include "engine/device.h"
+#include "engine/pattern.h"
 #include "engine/realize.h"
 #include "engine/settings.h"
 #include "engine/tensor.h"
@@ -145,6 +146,32 @@ TEST_CASE("SWAP changes the loop order and nothing else") {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); i++)
     REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6));
+}
+
+TEST_CASE("launch dims: up to 3 dims over outputs are SPECIAL gidx in the lowered IR, loops on the CPU") {
+  auto count = [](const UOpRef& root, Ops op) {
+    int n = 0;
+    for (const UOp* u : toposort(root.get()))
+      n += u->op == op;
+    return n;
+  };
+  Tensor a = Tensor::rand({32, 48}), b = Tensor::rand({48, 40}), e = Tensor::rand({2, 3, 4, 5, 6});
+  Tensor::realize_all({&a, &b, &e});
+  LoweredKernel mm = lower_kernel(a.matmul(b).schedule().back().ast);
+  // the hand-coded tile: 32 = 4 x 8 and 40 = 5 x 8 upcast; the launch is the 4 x 5 tiles
+  CHECK(mm.global_size == Shape{4, 5});
+  CHECK(mm.local_size == Shape{1, 1});
+  CHECK(count(mm.lowered, Ops::SPECIAL) == 2);
+  CHECK(count(mm.simplified, Ops::SPECIAL) == 0); // the CPU runs them as loops
+  bool special_in_linear = false;
+  for (auto& u : mm.linear)
+    special_in_linear |= u->op == Ops::SPECIAL;
+  CHECK_FALSE(special_in_linear);
+  std::vector<Opt> none;
+  LoweredKernel ew =
+      lower_kernel(e.add(e).permute({4, 3, 2, 1, 0}).contiguous().schedule().back().ast, &none);
+  CHECK(ew.global_size.size() == 3); // five dims over outputs: three launch dims, two loops
+  CHECK(count(ew.lowered, Ops::SPECIAL) == 3);
 }
 
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {

@@ -175,16 +175,27 @@ UOpRef apply_views(const UOpRef& ast, const KernelShape& ks, const ViewList& sts
   return graph_rewrite(ast, remap);
 }
 
-// One RANGE per dim (a placeholder for expanded dims), the AST lowered through them, and the
-// STORE copied once per value of each UPCAST dim.
-UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it) {
+// The loop nest: one RANGE per dim (a placeholder for expanded dims), except the first 3 dims over
+// outputs, which are launch dims (SPECIAL gidx0..2) as a GPU would run them: one thread per
+// point, each computing its tile of UPCAST copies. Further dims over outputs stay loops. The
+// AST is lowered through them, and the STORE copied once per value of each UPCAST dim.
+// `launch` receives each SPECIAL with the RANGE a CPU runs in its place.
+UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it,
+                      std::vector<std::pair<UOpRef, UOpRef>>& launch) {
   Lowerer lw(ks, it);
   for (size_t d = 0; d < ks.full.size(); d++) {
-    if (ks.full[d] == 1)
+    if (ks.full[d] == 1) {
       lw.ranges.push_back(UOp::cconst(it, 0));
-    else
-      lw.ranges.push_back(UOp::make(Ops::RANGE, it, {UOp::cconst(it, static_cast<double>(ks.full[d]))},
-                                    std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]}));
+      continue;
+    }
+    UOpRef size = UOp::cconst(it, static_cast<double>(ks.full[d]));
+    UOpRef range =
+        UOp::make(Ops::RANGE, it, {size}, std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
+    if (ks.kind[d] == kGlobal && launch.size() < 3) {
+      launch.push_back({UOp::make(Ops::SPECIAL, it, {size}, "gidx" + std::to_string(launch.size())), range});
+      lw.ranges.push_back(launch.back().first);
+    } else
+      lw.ranges.push_back(range);
   }
   std::vector<UOpRef> stores{lw.lower(ast->src[0])};
   for (size_t d = 0; d < ks.full.size(); d++) {
@@ -230,10 +241,19 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
   int64_t reach = 0; // index math is int32 unless some view can reach past 2^31
   for (auto& [u, st] : sts)
     reach = std::max(reach, st.max_index_value());
-  k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32);
+  std::vector<std::pair<UOpRef, UOpRef>> launch;
+  k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32, launch);
+  for (auto& [special, range] : launch)
+    k.global_size.push_back(static_cast<int64_t>(special->src[0]->const_value()));
+  k.local_size.assign(k.global_size.size(), 1);
+  // The CPU runs each launch dim as the loop it stands for (the outermost one split across cores).
+  std::vector<std::pair<const UOp*, UOpRef>> to_loops;
+  for (auto& [special, range] : launch)
+    to_loops.push_back({special.get(), range});
+  UOpRef loops = launch.empty() ? k.lowered : substitute(k.lowered, to_loops);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
   k.simplified =
-      graph_rewrite(graph_rewrite(k.lowered, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
+      graph_rewrite(graph_rewrite(loops, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
   k.linear = linearize(k.simplified);
   bool reduces = false;
   for (size_t d = 0; d < ks.full.size(); d++)
