@@ -38,15 +38,15 @@ Settings& settings() {
   return s;
 }
 
+std::string xdg_dir(const char* var, const char* home_subdir) {
+  if (const char* x = std::getenv(var); x && *x) return x;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/" + home_subdir;
+  return "";
+}
+
 std::string cache_root() {
-  std::string base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    base = std::string(h) + "/.cache";
-  else
-    base = "/tmp";
-  return base + "/moongrad";
+  std::string base = xdg_dir("XDG_CACHE_HOME", ".cache");
+  return (base.empty() ? "/tmp" : base) + "/moongrad";
 }
 
 void make_dirs(const std::string& path) {

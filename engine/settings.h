@@ -13,6 +13,8 @@ struct Settings {
 };
 Settings& settings();
 
+// An XDG base directory: $var, else $HOME/home_subdir; "" when neither is set.
+std::string xdg_dir(const char* var, const char* home_subdir);
 // Where moongrad keeps its caches: $XDG_CACHE_HOME/moongrad, else ~/.cache/moongrad, else /tmp.
 std::string cache_root();
 // mkdir -p; failures are left to whoever then opens a file there.

@@ -2,6 +2,8 @@
 // (colon commands), what TAB offers and how results print, so those parts are testable from Lua.
 #include "interp/repl.h"
 
+#include "engine/settings.h"
+
 #include <histedit.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -75,13 +77,8 @@ void report(const LuaState& lua) {
 }
 
 std::string history_path() {
-  std::string base;
-  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x)
-    base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    base = std::string(h) + "/.local/share";
-  else
-    return "";
+  std::string base = xdg_dir("XDG_DATA_HOME", ".local/share");
+  if (base.empty()) return "";
   std::error_code ec;
   std::filesystem::create_directories(base + "/moongrad", ec);
   return ec ? "" : base + "/moongrad/history";

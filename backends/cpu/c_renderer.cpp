@@ -315,10 +315,8 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
 // The widest run of loads from consecutive addresses (base, base+1, ...) in a kernel with two or
 // more accumulators (a tile, or a reduce's lanes): how wide the rows are that clang can load as
 // vectors. 16 for a kernel with one accumulator or none.
-int64_t tile_row_width(const std::vector<UOpRef>& linear) {
-  if (std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) <
-      2)
-    return 16;
+int64_t tile_row_width(const std::vector<UOpRef>& linear, int64_t accumulators) {
+  if (accumulators < 2) return 16;
   std::map<std::pair<const UOp*, const UOp*>, std::set<int64_t>> offsets; // (buffer, base) -> offsets
   for (auto& u : linear) {
     if (u->op != Ops::LOAD) continue;
@@ -355,8 +353,9 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
     bf16 |= u->dtype == DType::BFloat16;
   }
   r.par = parallel ? parallel_loop(linear) : nullptr;
-  r.one_acc = std::count_if(linear.begin(), linear.end(),
-                            [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) == 1;
+  int64_t accumulators =
+      std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; });
+  r.one_acc = accumulators == 1;
   r.par_nested =
       std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::RANGE; }) > 1;
   const auto& rules = c_rules();
@@ -372,7 +371,7 @@ std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, b
   // A tile of accumulators is packed into vectors along the rows it loads; where a row is
   // narrower than a 512-bit vector, clang packs two rows into one and loads them with gathers (a
   // 5x5 convolution with 8-wide rows ran 10x slower). The CPU device reads this line as a flag.
-  if (tile_row_width(linear) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
+  if (tile_row_width(linear, accumulators) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
   os << kPrelude << (bf16 ? kBf16 : "") << (body.find("mg_exp2f(") != std::string::npos ? kExp2 : "")
      << (body.find("mg_log2f(") != std::string::npos ? kLog2 : "") << "void " << fn
      << "(void** bufs, int core, int ncores) {\n";

@@ -163,8 +163,7 @@ public:
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.
   std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
-    static const std::string id = compiler_id();
-    std::string key = digest(id + "\n" + fn + "\n" + src);
+    std::string key = kernel_key(fn, src);
     {
       std::lock_guard<std::mutex> lk(m_);
       if (auto it = loaded_.find(key); it != loaded_.end()) return std::make_unique<CpuProgram>(it->second);
@@ -176,17 +175,24 @@ public:
   }
   // A trial's program owns its code, which is freed with it (BEAM tries hundreds).
   std::unique_ptr<Program> compile_trial(const std::string& fn, const std::string& src) override {
-    auto l = load_or_build(digest(compiler_id() + "\n" + fn + "\n" + src), fn, src);
+    auto l = load_or_build(kernel_key(fn, src), fn, src);
     return std::make_unique<CpuProgram>(reinterpret_cast<KernelFn>(l.address), l.library);
   }
 
 private:
-  // What the object code depends on besides the source: the compiler, its flags and the host CPU.
-  static std::string compiler_id() {
-    std::string id = "clang-15-in-process " + host_cpu_id();
-    for (auto& f : kFlags)
-      id += " " + f;
+  // What the object code depends on besides the source: the compiler, its flags and the host CPU
+  // (asked of the CPU once).
+  static const std::string& compiler_id() {
+    static const std::string id = [] {
+      std::string s = "clang-15-in-process " + host_cpu_id();
+      for (auto& f : kFlags)
+        s += " " + f;
+      return s;
+    }();
     return id;
+  }
+  static std::string kernel_key(const std::string& fn, const std::string& src) {
+    return digest(compiler_id() + "\n" + fn + "\n" + src);
   }
 
   ObjectLinker::Loaded load_or_build(const std::string& key, const std::string& fn, const std::string& src) {
