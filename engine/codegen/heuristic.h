@@ -1,7 +1,7 @@
 // The hand-coded choice of opts for a CPU kernel, as tinygrad's heuristic.py: what runs when
 // neither NOOPT nor a list of opts given by hand (show.opts) says otherwise.
 #pragma once
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/codegen/opts.h"
@@ -9,8 +9,8 @@
 namespace mg {
 
 // Applies the opts it picks to ks and sts and returns them, in order. `loaded`: the views that
-// are loaded from buffers; `reduce_op`: the kernel's reduction (SINK for none).
-std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts, const std::unordered_set<const UOp*>& loaded,
-                                 Ops reduce_op);
+// are loaded from buffers, with the type loaded; `reduce_op`: the kernel's reduction (SINK for none).
+std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
+                                 const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op);
 
 } // namespace mg

@@ -228,10 +228,10 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
       apply_opt(ks, sts, o);
     k.opts = *opts;
   } else if (!settings().noopt) {
-    std::unordered_set<const UOp*> loaded; // views of buffers (not of constants)
+    std::unordered_map<const UOp*, DType> loaded; // views of buffers (not of constants)
     Ops reduce_op = Ops::SINK;
     for (const UOp* u : toposort(ast.get())) {
-      if (u->op == Ops::LOAD) loaded.insert(u->src[1].get());
+      if (u->op == Ops::LOAD) loaded[u->src[1].get()] = u->dtype;
       if (u->op == Ops::REDUCE_AXIS) reduce_op = u->rarg().op;
     }
     k.opts = hand_coded_opts(ks, sts, loaded, reduce_op);

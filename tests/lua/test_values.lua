@@ -185,4 +185,45 @@ test("float32 log2 (the renderer's own, vectorizable) is exact on powers of two 
   for k = 4, 6 do assert(special[k] ~= special[k], "log2 of a negative or NaN is NaN") end
 end)
 
+-- The hand-coded opts (engine/codegen/heuristic.cpp) on the shapes their rules were measured on:
+-- each kernel gets the opt its rule names, and its values match plain Lua loops.
+local function opts_of(t) return table.concat(t:schedule()[#t:schedule()].opts, " ") end
+local function rows(t) return t:tolist() end
+
+test("hand-coded opts: a window copy gets a tile over channels, values as a Lua loop", function()
+  local x = Tensor.rand(2, 16, 5, 5):realize()
+  local cols = x:_pool({ 3, 3 }, { 1, 1 }, { 1, 1 }):permute(0, 2, 3, 1, 4, 5):contiguous()
+  assert(opts_of(cols):find("UPCAST%(3, 4%)"), "window copy opts: " .. opts_of(cols))
+  local xv, got = rows(x), rows(cols)
+  for b = 1, 2 do for oy = 1, 3 do for ox = 1, 3 do for c = 1, 16 do for ky = 1, 3 do for kx = 1, 3 do
+    local want = xv[b][c][oy + ky - 1][ox + kx - 1]
+    if got[b][oy][ox][c][ky][kx] ~= want then
+      error(("cols[%d][%d][%d][%d][%d][%d] = %s, want %s"):format(b, oy, ox, c, ky, kx, got[b][oy][ox][c][ky][kx], want))
+    end
+  end end end end end end
+end)
+
+local function dot_check(a, b, c, picks)
+  local av, bv, cv = rows(a), rows(b), rows(c)
+  for _, p in ipairs(picks) do
+    local i, j, want = p[1], p[2], 0
+    for k = 1, #bv do want = want + av[i][k] * bv[k][j] end
+    same(cv[i][j], want, 1e-5 * #bv, ("c[%d][%d]"):format(i, j))
+  end
+end
+
+test("hand-coded opts: a row as wide as two vectors, and a tall matmul's loop order", function()
+  local a, b = Tensor.rand(16, 40):realize(), Tensor.rand(40, 26):realize()
+  local c = a:matmul(b)
+  assert(opts_of(c):find("UPCAST%(1, 26%)"), "26-wide row: " .. opts_of(c))
+  local picks = {}
+  for i = 1, 16 do for j = 1, 26 do picks[#picks + 1] = { i, j } end end
+  dot_check(a, b, c:realize(), picks)
+  -- the 64 loop outside: the 16x65536 operand fits the cache, the 65536x64 one does not
+  a, b = Tensor.rand(16, 65536):realize(), Tensor.rand(65536, 64):realize()
+  c = a:matmul(b)
+  assert(opts_of(c):find("SWAP%(0, 1%)"), "tall matmul: " .. opts_of(c))
+  dot_check(a, b, c:realize(), { { 1, 1 }, { 16, 64 }, { 7, 33 }, { 9, 2 } })
+end)
+
 H.done()
