@@ -1,6 +1,7 @@
 """T1 for PyTorch: the same CNN and step as bench/mnist_step.lua, batch 512, N threads.
 usage: /usr/bin/python3 bench/mnist_step.py THREADS [BATCH]"""
-import sys, time
+import os, sys, time
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(int(sys.argv[1]))  # before numpy/torch load OpenBLAS, which would use every core
 import torch
 import torch.nn as nn
 torch.set_num_threads(int(sys.argv[1]))

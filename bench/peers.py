@@ -1,10 +1,12 @@
 # Peer figures for bench/run.sh, printed as "name value unit" lines like bench_core.
 # Run with Debian's /usr/bin/python3 (python3-torch, python3-numpy). Usage: peers.py THREADS
-import sys, time, statistics
+import os, sys, time, statistics
+
+threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)  # before numpy/torch load OpenBLAS, which would use every core
 import numpy as np
 import torch
 
-threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 

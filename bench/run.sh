@@ -16,14 +16,16 @@ ninja -C build mgbench >/dev/null
 out=$(mktemp -d)
 MG_THREADS=1 build/mgbench > "$out/mg1.txt"
 build/mgbench > "$out/mgn.txt"
-# unset OpenBLAS pinning for the peers only, so they run their best kernels (see TOOLCHAIN notes)
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py 1 > "$out/t1.txt"
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py "$(nproc)" > "$out/tn.txt"
+# unset OpenBLAS pinning for the peers only, so they run their best kernels (see TOOLCHAIN notes);
+# each peer script limits OpenBLAS to its thread count itself
+py=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3)
+"${py[@]}" bench/peers.py 1 > "$out/t1.txt"
+"${py[@]}" bench/peers.py "$(nproc)" > "$out/tn.txt"
 # U1-U8: issue 10's workloads written as a user writes them in Lua, and the same in PyTorch
 MG_THREADS=1 build/moongrad bench/user.lua >> "$out/mg1.txt"
 build/moongrad bench/user.lua >> "$out/mgn.txt"
-/usr/bin/python3 bench/user.py 1 >> "$out/t1.txt"
-/usr/bin/python3 bench/user.py "$(nproc)" >> "$out/tn.txt"
+"${py[@]}" bench/user.py 1 >> "$out/t1.txt"
+"${py[@]}" bench/user.py "$(nproc)" >> "$out/tn.txt"
 # S*, V*: BEAM=2 with an empty cache: the search time, then U5-U7's workloads with the opts found
 for t in 1 "$(nproc)"; do
   f=$([ "$t" = 1 ] && echo mg1 || echo mgn)
@@ -32,8 +34,8 @@ done
 # T1: the MNIST CNN's training step at batch 512 (scripts/04_mnist.lua's model), same threads
 MG_THREADS=1 build/moongrad bench/mnist_step.lua >> "$out/mg1.txt"
 build/moongrad bench/mnist_step.lua >> "$out/mgn.txt"
-/usr/bin/python3 bench/mnist_step.py 1 >> "$out/t1.txt"
-/usr/bin/python3 bench/mnist_step.py "$(nproc)" >> "$out/tn.txt"
+"${py[@]}" bench/mnist_step.py 1 >> "$out/t1.txt"
+"${py[@]}" bench/mnist_step.py "$(nproc)" >> "$out/tn.txt"
 
 # optional: tinygrad, where the user has a checkout (nothing is downloaded)
 tg_env=(env PYTHONPATH="${TINYGRAD_PATH:-}" CPU=1)

@@ -1,9 +1,12 @@
 # PyTorch's figures for bench/user.lua's workloads, as "KEY value unit" lines.
 # Run with Debian's /usr/bin/python3. Usage: user.py THREADS
-import sys, time, statistics
+import os, sys, time, statistics
+
+threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)  # before numpy/torch load OpenBLAS, which would use every core
 import torch
 
-torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+torch.set_num_threads(threads)
 torch.manual_seed(0)
 
 def median(n, f):

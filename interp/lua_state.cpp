@@ -2,6 +2,8 @@
 // Device, setdebug) and running chunks with clear error messages.
 #include "interp/lua_state.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -441,18 +443,26 @@ LuaState::LuaState() : L_(luaL_newstate()) {
     throw std::runtime_error("cannot set up the Lua state: " + e);
   }
   // Fresh device memory is the moment to let the collector find dropped tensors: when the free
-  // list cannot serve a buffer and the buffers taken since the last collection (fresh or reused)
-  // exceed 16 MiB or 1/16 of all device memory, a full collection runs first. A loop that
-  // realizes a new tensor each time then cycles through a fixed set of buffers that stay mapped
-  // (and warm), instead of faulting in new pages every time. A loop that reuses its buffers
-  // (TinyJit, in-place assigns) takes no new ones and never triggers it.
-  set_alloc_hook([L = L_, since = int64_t(0)](size_t bytes, bool miss) mutable {
-    since += static_cast<int64_t>(bytes);
-    if (miss && since > std::max<int64_t>(int64_t(16) << 20, global_counters().mem_used / 16)) {
-      since = 0;
-      lua_gc(L, LUA_GCCOLLECT);
-    }
-  });
+  // list cannot serve a buffer, a full collection runs first once the buffers taken since the
+  // last one (fresh or reused) cost more to fault in than that collection took. Fresh pages
+  // cost about 1 s per 8 GB (zeroing, faults); a collection of a small Lua heap about 40 us, so
+  // a loop making 256 KiB results collects every few hundred KiB, and a program with a large
+  // Lua heap proportionally less often. A loop that realizes a new tensor each time then cycles
+  // through a fixed set of buffers that stay mapped (and warm) instead of faulting in new pages
+  // every time. A loop that reuses its buffers (TinyJit, in-place assigns) takes no new ones
+  // and never triggers it.
+  set_alloc_hook(
+      [L = L_, since = int64_t(0), gc_bytes = int64_t(256) << 10](size_t bytes, bool miss) mutable {
+        constexpr double kFaultBytesPerSecond = 8e9;
+        since += static_cast<int64_t>(bytes);
+        if (miss && since > gc_bytes) {
+          since = 0;
+          auto t0 = std::chrono::steady_clock::now();
+          lua_gc(L, LUA_GCCOLLECT);
+          double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          gc_bytes = std::max(int64_t(256) << 10, static_cast<int64_t>(took * kFaultBytesPerSecond));
+        }
+      });
 }
 
 LuaState::~LuaState() {

@@ -77,6 +77,8 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   for (size_t d = ks.full.size(); d-- > 0;) {
     if (ks.kind[d] != kGlobal || ks.full[d] == 1 || !broadcast_in_some_view(d)) continue;
     std::vector<int64_t> amts = {32, 16, 8, 5, 4, 3};
+    // Two 32-wide tiles (a 64-wide matmul) made clang spill its accumulators, 15x slower
+    if (ks.full[d] < 96) amts.erase(amts.begin());
     if (ks.full[d] > 16 && ks.full[d] <= 32) amts.insert(amts.begin(), ks.full[d]);
     for (int64_t a = 31; a > 2; a--)
       if (ks.full[d] % a == 0) {
@@ -157,11 +159,11 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
       int64_t bytes = 0;
       for (auto& [u, st] : sts) {
         const View& v = st.views.back();
-        if (!loaded.count(u) || st.shape() != ks.full || v.strides[o] != 0) continue;
+        if (!loaded.count(u) || st.shape() != ks.full) continue;
         int64_t n = itemsize(loaded.at(u));
         for (size_t d = 0; d < ks.full.size(); d++)
           if (v.strides[d] != 0) n *= ks.full[d];
-        bytes += n > kCacheBytes ? n * ks.full[o] : n;
+        bytes += v.strides[o] == 0 && n > kCacheBytes ? n * ks.full[o] : n;
       }
       return bytes;
     };
