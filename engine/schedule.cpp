@@ -147,6 +147,7 @@ struct KernelBuilder {
   Ops red_op = Ops::SINK;
   std::vector<std::shared_ptr<Buffer>> bufs;
   std::map<std::pair<const UOp*, Path>, UOpRef> memo[2];
+  std::unordered_map<const UOp*, UOpRef> memo_plain[2]; // no movement ops above: most nodes
 
   UOpRef global(const std::shared_ptr<Buffer>& b) {
     size_t i = 0;
@@ -194,6 +195,13 @@ struct KernelBuilder {
 
   UOpRef walk(const UOpRef& u, const Path& path, bool in_reduce) {
     check_stack("schedule"); // walk recurses once per op of a chain: a clear error, not a stack overflow
+    if (path.empty()) {
+      auto& m = memo_plain[in_reduce];
+      if (auto it = m.find(u.get()); it != m.end()) return it->second;
+      UOpRef r = walk_uncached(u, path, in_reduce);
+      m.emplace(u.get(), r);
+      return r;
+    }
     auto key = std::make_pair(u.get(), path);
     auto& m = memo[in_reduce];
     if (auto it = m.find(key); it != m.end()) return it->second;

@@ -20,7 +20,8 @@ inline size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + 
 
 // The hash-consing table: content hash -> live nodes with that hash.
 struct Table {
-  std::unordered_multimap<size_t, std::pair<const UOp*, std::weak_ptr<const UOp>>> map;
+  std::unordered_multimap<size_t, std::pair<const UOp*, std::__weak_ptr<const UOp, __gnu_cxx::_S_single>>>
+      map;
 };
 Table& table() {
   static Table* t = new Table(); // never destroyed: UOps may outlive static destruction order
@@ -155,9 +156,9 @@ UOpRef UOp::make(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg) {
     if (u->op != op || u->dtype != dtype || u->src != src || !arg_equal(u->arg, arg)) continue;
     if (auto sp = it->second.second.lock()) return sp;
   }
-  auto node = std::make_shared<UOp>(op, dtype, std::move(src), std::move(arg), h);
+  auto node = std::__make_shared<UOp, __gnu_cxx::_S_single>(op, dtype, std::move(src), std::move(arg), h);
   node->shape = infer_shape(op, node->src, node->arg, node->has_shape);
-  t.map.emplace(h, std::make_pair(node.get(), std::weak_ptr<const UOp>(node)));
+  t.map.emplace(h, std::make_pair(node.get(), std::__weak_ptr<const UOp, __gnu_cxx::_S_single>(node)));
   return node;
 }
 
