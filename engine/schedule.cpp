@@ -193,20 +193,28 @@ struct KernelBuilder {
     return UOp::make(Ops::LOAD, u->dtype, {global(u->buffer()), view_uop(st)});
   }
 
+  // Outside walk, so that its recursive frame stays small: a chain of thousands of ops
+  // recurses once per op.
+  [[gnu::noinline]] const UOpRef* memo_find(const UOp* u, const Path& path, bool in_reduce) {
+    if (path.empty()) {
+      auto it = memo_plain[in_reduce].find(u);
+      return it == memo_plain[in_reduce].end() ? nullptr : &it->second;
+    }
+    auto it = memo[in_reduce].find(std::make_pair(u, path));
+    return it == memo[in_reduce].end() ? nullptr : &it->second;
+  }
+  [[gnu::noinline]] void memo_put(const UOp* u, const Path& path, bool in_reduce, const UOpRef& r) {
+    if (path.empty())
+      memo_plain[in_reduce].emplace(u, r);
+    else
+      memo[in_reduce].emplace(std::make_pair(u, path), r);
+  }
+
   UOpRef walk(const UOpRef& u, const Path& path, bool in_reduce) {
     check_stack("schedule"); // walk recurses once per op of a chain: a clear error, not a stack overflow
-    if (path.empty()) {
-      auto& m = memo_plain[in_reduce];
-      if (auto it = m.find(u.get()); it != m.end()) return it->second;
-      UOpRef r = walk_uncached(u, path, in_reduce);
-      m.emplace(u.get(), r);
-      return r;
-    }
-    auto key = std::make_pair(u.get(), path);
-    auto& m = memo[in_reduce];
-    if (auto it = m.find(key); it != m.end()) return it->second;
+    if (const UOpRef* hit = memo_find(u.get(), path, in_reduce)) return *hit;
     UOpRef r = walk_uncached(u, path, in_reduce);
-    m[key] = r;
+    memo_put(u.get(), path, in_reduce, r);
     return r;
   }
 
