@@ -113,9 +113,12 @@ std::vector<Opt> check_opts(lua_State* L, int idx) {
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
     lua_rawgeti(L, -3, 3);
-    if (!lua_isstring(L, -3) || !lua_isinteger(L, -2) || !lua_isinteger(L, -1))
+    // {"NOLOCALS"} needs no axis or amount
+    bool bare = lua_isstring(L, -3) && lua_isnil(L, -2) && lua_isnil(L, -1);
+    if (!bare && (!lua_isstring(L, -3) || !lua_isinteger(L, -2) || !lua_isinteger(L, -1)))
       throw std::invalid_argument(where + ": expected {name, axis, amount} with integer axis and amount");
-    opts.push_back({opt_op(lua_tostring(L, -3)), lua_tointeger(L, -2), lua_tointeger(L, -1)});
+    opts.push_back(
+        {opt_op(lua_tostring(L, -3)), bare ? 0 : lua_tointeger(L, -2), bare ? 0 : lua_tointeger(L, -1)});
     lua_pop(L, 4);
   }
   return opts;
@@ -174,9 +177,9 @@ int show_beam_cache(lua_State* L) {
 }
 
 const Binding kShowFns[] = {
-    {"show.beam_cache", show_beam_cache},
-    {"show.try_opts", show_try_opts}, {"show.typeof", show_typeof},         {"show.fields", show_fields},
-    {"show.clock", show_clock},       {"show.kernel_log", show_kernel_log},
+    {"show.beam_cache", show_beam_cache}, {"show.try_opts", show_try_opts},
+    {"show.typeof", show_typeof},         {"show.fields", show_fields},
+    {"show.clock", show_clock},           {"show.kernel_log", show_kernel_log},
 };
 
 } // namespace

@@ -77,8 +77,10 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
   std::mt19937 rng(42);
   const int64_t amounts[] = {0, 2, 3, 4, 5, 8, 16, 7};
   auto random_opt = [&] {
-    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP};
-    OptOp op = ops[rng() % 5];
+    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::UPCAST,  OptOp::UNROLL,
+                         OptOp::SWAP,   OptOp::LOCAL,  OptOp::NOLOCALS};
+    OptOp op = ops[rng() % 7];
+    if (op == OptOp::NOLOCALS) return Opt{op, 0, 0};
     int64_t axis = static_cast<int64_t>(rng() % 4);
     return Opt{op, axis, op == OptOp::SWAP ? static_cast<int64_t>(rng() % 4) : amounts[rng() % 8]};
   };
@@ -115,7 +117,8 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
       } catch (const std::invalid_argument& e) {
         illegal++;
         std::string msg = e.what();
-        bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0 || msg.find("SWAP(") == 0;
+        bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0 || msg.find("SWAP(") == 0 ||
+                            msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0;
         CHECK(names_an_opt);
         CHECK(draw % 2 == 1); // a list built to be legal is never refused
         continue;
@@ -172,6 +175,31 @@ TEST_CASE("launch dims: up to 3 dims over outputs are SPECIAL gidx in the lowere
       lower_kernel(e.add(e).permute({4, 3, 2, 1, 0}).contiguous().schedule().back().ast, &none);
   CHECK(ew.global_size.size() == 3); // five dims over outputs: three launch dims, two loops
   CHECK(count(ew.lowered, Ops::SPECIAL) == 3);
+}
+
+TEST_CASE("LOCAL makes a local launch dim after the global ones, and NOLOCALS forbids it") {
+  Tensor a = Tensor::rand({32, 48}), b = Tensor::rand({48, 40});
+  Tensor::realize_all({&a, &b});
+  Tensor t = a.matmul(b);
+  auto ast = t.schedule().back().ast;
+  std::vector<Opt> local{{OptOp::LOCAL, 1, 8}, {OptOp::LOCAL, 0, 4}};
+  LoweredKernel k = lower_kernel(ast, &local);
+  CHECK(k.full_shape == Shape{8, 5, 8, 4, 48}); // globals 32/4 and 40/8, then the locals in order
+  CHECK(k.global_size == Shape{8, 5});
+  CHECK(k.local_size == Shape{8, 4});
+  int lidx = 0;
+  for (const UOp* u : toposort(k.lowered.get()))
+    lidx += u->op == Ops::SPECIAL && std::get<std::string>(u->arg).rfind("lidx", 0) == 0;
+  CHECK(lidx == 2);
+  std::vector<Opt> none;
+  std::vector<float> want = run_last(t, none), got = run_last(t, local);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); i++)
+    REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6));
+  std::vector<Opt> refused{{OptOp::NOLOCALS, 0, 0}, {OptOp::LOCAL, 0, 4}};
+  CHECK_THROWS_WITH(lower_kernel(ast, &refused), "LOCAL(0, 4): the kernel was given NOLOCALS");
+  std::vector<Opt> late{{OptOp::LOCAL, 0, 4}, {OptOp::NOLOCALS, 0, 0}};
+  CHECK_THROWS_WITH(lower_kernel(ast, &late), "NOLOCALS: the kernel has local dims already");
 }
 
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {

@@ -1,4 +1,5 @@
 #include "backends/cpu/c_renderer.h"
+#include "engine/codegen/opts.h"
 #include "engine/errors.h"
 
 #include "engine/codegen/linearize.h"
@@ -217,7 +218,11 @@ struct CRender {
 };
 
 void render_range(CRender& r, const UOpRef& u) {
-  std::string n = std::string(u->varg()[1] ? "ridx" : "gidx") + std::to_string(u->varg()[0]);
+  int kind = static_cast<int>(u->varg()[1]);
+  std::string n = std::string(kind == kReduce  ? "ridx"
+                              : kind == kLocal ? "lidx"
+                                               : "gidx") +
+                  std::to_string(u->varg()[0]);
   std::string t = c_type(u->dtype), sz = r.E(u->src[0]);
   r.expr[u.get()] = n;
   std::string lo = "0", hi = sz, share_lo = "(" + t + ")(" + sz + "*(long long)core/ncores)",

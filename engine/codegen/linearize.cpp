@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "engine/codegen/linearize.h"
+#include "engine/codegen/opts.h"
 #include "engine/errors.h"
 #include "engine/pattern.h"
 
@@ -129,14 +130,15 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
                            return acc;
                          }}};
   UOpRef sink = graph_rewrite(sink0, to_acc);
-  // Loop order: global dims outermost, then reduce dims, each by axis.
+  // Loop order: loops over outputs outermost (local dims come after every global one), then
+  // reduce dims, each by axis.
   std::vector<UOpRef> globals, reduces;
   std::unordered_set<const UOp*> seen;
   auto collect = [&](const UOpRef& root) {
     for (const UOp* u : toposort(root.get()))
       for (auto& s : u->src)
         if (s->op == Ops::RANGE && seen.insert(s.get()).second)
-          (s->varg()[1] ? reduces : globals).push_back(s);
+          (s->varg()[1] == kReduce ? reduces : globals).push_back(s); // globals, then locals, by axis
   };
   collect(sink);
   L.add_refs(sink);
@@ -199,7 +201,7 @@ const UOp* parallel_loop(const std::vector<UOpRef>& linear) {
   int depth = 0;
   for (auto& u : linear) {
     if (u->op == Ops::RANGE && depth++ == 0) {
-      if (outer || u->varg()[1] != 0) return nullptr; // a second top-level loop, or a reduce loop
+      if (outer || u->varg()[1] != kGlobal) return nullptr; // a second top-level loop, or not over outputs
       outer = u.get();
     } else if (u->op == Ops::ENDRANGE)
       depth--;

@@ -175,14 +175,16 @@ UOpRef apply_views(const UOpRef& ast, const KernelShape& ks, const ViewList& sts
   return graph_rewrite(ast, remap);
 }
 
-// The loop nest: one RANGE per dim (a placeholder for expanded dims), except the first 3 dims over
-// outputs, which are launch dims (SPECIAL gidx0..2) as a GPU would run them: one thread per
-// point, each computing its tile of UPCAST copies. Further dims over outputs stay loops. The
+// The loop nest: one RANGE per dim (a placeholder for expanded dims), except the first 3 global
+// dims and the first 3 local dims, which are launch dims (SPECIAL gidx0..2, lidx0..2) as a GPU
+// would run them: one thread per point, each computing its tile of UPCAST copies. Further dims
+// over outputs stay loops. The
 // AST is lowered through them, and the STORE copied once per value of each UPCAST dim.
 // `launch` receives each SPECIAL with the RANGE a CPU runs in its place.
 UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it,
                       std::vector<std::pair<UOpRef, UOpRef>>& launch) {
   Lowerer lw(ks, it);
+  int globals = 0, locals = 0;
   for (size_t d = 0; d < ks.full.size(); d++) {
     if (ks.full[d] == 1) {
       lw.ranges.push_back(UOp::cconst(it, 0));
@@ -191,8 +193,10 @@ UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it,
     UOpRef size = UOp::cconst(it, static_cast<double>(ks.full[d]));
     UOpRef range =
         UOp::make(Ops::RANGE, it, {size}, std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
-    if (ks.kind[d] == kGlobal && launch.size() < 3) {
-      launch.push_back({UOp::make(Ops::SPECIAL, it, {size}, "gidx" + std::to_string(launch.size())), range});
+    int* n = ks.kind[d] == kGlobal ? &globals : ks.kind[d] == kLocal ? &locals : nullptr;
+    if (n && *n < 3) {
+      std::string name = (ks.kind[d] == kGlobal ? "gidx" : "lidx") + std::to_string((*n)++);
+      launch.push_back({UOp::make(Ops::SPECIAL, it, {size}, name), range});
       lw.ranges.push_back(launch.back().first);
     } else
       lw.ranges.push_back(range);
@@ -244,8 +248,11 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
   std::vector<std::pair<UOpRef, UOpRef>> launch;
   k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32, launch);
   for (auto& [special, range] : launch)
-    k.global_size.push_back(static_cast<int64_t>(special->src[0]->const_value()));
-  k.local_size.assign(k.global_size.size(), 1);
+    (std::get<std::string>(special->arg)[0] == 'g' ? k.global_size : k.local_size)
+        .push_back(static_cast<int64_t>(special->src[0]->const_value()));
+  size_t dims = std::max(k.global_size.size(), k.local_size.size()); // as many of each, 1 for none
+  k.global_size.resize(dims, 1);
+  k.local_size.resize(dims, 1);
   // The CPU runs each launch dim as the loop it stands for (the outermost one split across cores).
   std::vector<std::pair<const UOp*, UOpRef>> to_loops;
   for (auto& [special, range] : launch)

@@ -1,5 +1,6 @@
 #include "engine/codegen/opts.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mg {
@@ -24,6 +25,25 @@ bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
 
 bool acts_on(OptOp op, int kind) { return op == OptOp::UNROLL ? kind == kReduce : kind == kGlobal; }
 
+constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP, OptOp::LOCAL, OptOp::NOLOCALS};
+
+// The views and loops with dim `from` moved to position `to` (the dims between shift by one).
+void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
+  std::vector<int64_t> order;
+  for (size_t j = 0; j < ks.full.size(); j++)
+    if (j != from) order.push_back(static_cast<int64_t>(j));
+  order.insert(order.begin() + static_cast<long>(to), static_cast<int64_t>(from));
+  KernelShape n = ks;
+  for (size_t j = 0; j < order.size(); j++) {
+    n.full[j] = ks.full[order[j]];
+    n.out[j] = ks.out[order[j]];
+    n.kind[j] = ks.kind[order[j]];
+  }
+  for (auto& [u, st] : sts)
+    st.views.back() = st.views.back().permute(order);
+  ks = std::move(n);
+}
+
 } // namespace
 
 const char* name(OptOp op) {
@@ -34,17 +54,25 @@ const char* name(OptOp op) {
     return "UNROLL";
   case OptOp::SWAP:
     return "SWAP";
+  case OptOp::LOCAL:
+    return "LOCAL";
+  case OptOp::NOLOCALS:
+    return "NOLOCALS";
   }
   return "?";
 }
 
 OptOp opt_op(const std::string& n) {
-  for (OptOp op : {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP})
+  std::string known;
+  for (OptOp op : kAllOps) {
     if (n == name(op)) return op;
-  throw std::invalid_argument("unknown opt '" + n + "' (known: UPCAST, UNROLL, SWAP)");
+    known += (known.empty() ? "" : ", ") + std::string(name(op));
+  }
+  throw std::invalid_argument("unknown opt '" + n + "' (known: " + known + ")");
 }
 
 std::string Opt::to_string() const {
+  if (op == OptOp::NOLOCALS) return name(op);
   return std::string(name(op)) + "(" + std::to_string(axis) + ", " + std::to_string(amount) + ")";
 }
 
@@ -83,6 +111,13 @@ Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount) {
 
 void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   auto fail = [&](const std::string& why) { throw std::invalid_argument(o.to_string() + ": " + why); };
+  if (o.op == OptOp::NOLOCALS) {
+    if (o.axis != 0 || o.amount != 0) fail("takes no axis and no amount");
+    if (std::count(ks.kind.begin(), ks.kind.end(), kLocal)) fail("the kernel has local dims already");
+    ks.no_locals = true;
+    return;
+  }
+  if (o.op == OptOp::LOCAL && ks.no_locals) fail("the kernel was given NOLOCALS");
   if (o.axis < 0) fail("the axis must be 0 or more");
   size_t d = opt_dim(ks, o);
   if (o.op == OptOp::SWAP) {
@@ -103,7 +138,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if (amount < 2) fail("the amount must be 2 or more (0: the whole dim)");
   if (size % amount != 0)
     fail("the dim has " + std::to_string(size) + " iterations, not a multiple of " + std::to_string(amount));
-  int64_t copies = amount;
+  int64_t copies = o.op == OptOp::LOCAL ? 1 : amount; // a local dim is a loop, not copies
   for (size_t j = 0; j < ks.full.size(); j++)
     if (ks.kind[j] == kUpcast || ks.kind[j] == kUnroll) copies *= ks.full[j];
   if (copies > kMaxExpansion)
@@ -115,9 +150,15 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   int64_t out = ks.reduces(d) ? 1 : amount;
   n.out[d] /= out;
   n.out.insert(n.out.begin() + d + 1, out);
-  n.kind.insert(n.kind.begin() + d + 1, ks.reduces(d) ? kUnroll : kUpcast);
+  n.kind.insert(n.kind.begin() + d + 1, o.op == OptOp::LOCAL ? kLocal : ks.reduces(d) ? kUnroll : kUpcast);
   if (!reshape_all(ks, sts, std::move(n)))
     fail("a view of the kernel cannot be split there and stay one view");
+  if (o.op == OptOp::LOCAL) { // after every global and earlier local dim: the innermost loop over outputs
+    size_t last = d + 1;
+    for (size_t j = 0; j < ks.kind.size(); j++)
+      if (ks.kind[j] == kGlobal || ks.kind[j] == kLocal) last = std::max(last, j);
+    if (last != d + 1) move_dim(ks, sts, d + 1, last);
+  }
 }
 
 } // namespace mg

@@ -12,15 +12,19 @@
 
 namespace mg {
 
-// UPCAST: split a dim over outputs; the inner part becomes copies of the code (a tile of
-//         outputs, each loaded value reused across it).
-// UNROLL: split a reduce dim; the inner part becomes copies of the reduced term.
-// SWAP:   exchange two dims over outputs (axis and amount both count them): the loop order.
-enum class OptOp { UPCAST, UNROLL, SWAP };
+// UPCAST:   split a dim over outputs; the inner part becomes copies of the code (a tile of
+//           outputs, each loaded value reused across it).
+// UNROLL:   split a reduce dim; the inner part becomes copies of the reduced term.
+// SWAP:     exchange two dims over outputs (axis and amount both count them): the loop order.
+// LOCAL:    split a dim over outputs; the inner part becomes a local dim (a GPU's work-group,
+//           SPECIAL lidx), placed after every global dim. A CPU runs it as a loop inside all
+//           global loops: a block of outputs computed together, for the cache.
+// NOLOCALS: no LOCAL may follow (no axis, no amount).
+enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS };
 
 struct Opt {
   OptOp op;
-  int64_t axis;   // UPCAST: among the dims over outputs, in order; UNROLL: among the reduce dims
+  int64_t axis;   // UPCAST, SWAP, LOCAL: among the dims over outputs, in order; UNROLL: among the reduce dims
   int64_t amount; // 0: the whole dim; for SWAP, the other axis
   std::string to_string() const; // UPCAST(1, 4)
   bool operator==(const Opt&) const = default;
@@ -29,15 +33,17 @@ struct Opt {
 const char* name(OptOp op);
 OptOp opt_op(const std::string& name); // throws std::invalid_argument for an unknown name
 
-// What a loop dim becomes: a loop over outputs, a reduce loop, or a dim expanded into copies
-// of the code (by UPCAST: several accumulators; by UNROLL: several terms).
-enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3 };
+// What a loop dim becomes: a loop over outputs, a reduce loop, a dim expanded into copies of
+// the code (by UPCAST: several accumulators; by UNROLL: several terms), or a local dim over
+// outputs (by LOCAL). A RANGE's arg carries its dim's kind.
+enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3, kLocal = 4 };
 
 // A kernel's loops while opts are applied: the loop sizes (full), the output's view of them
 // (reduced dims as 1) and each dim's kind.
 struct KernelShape {
   Shape full, out;
   std::vector<int> kind;
+  bool no_locals = false; // set by NOLOCALS
   bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll; }
 };
 
@@ -58,7 +64,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op)
 // must not reuse choices made under the old meaning.
-constexpr const char* kOptsVersion = "opts 2 (UPCAST UNROLL SWAP)";
+constexpr const char* kOptsVersion = "opts 3 (UPCAST UNROLL SWAP LOCAL NOLOCALS)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;

@@ -93,7 +93,8 @@ void cache_put(const std::string& key, const BeamResult& r) {
 // ---------------------------------------------------------------- the search
 
 // Every opt BEAM may add: upcasts of the first dims over outputs, unrolls of the first reduce
-// dims, by the amounts a CPU's registers and vectors like, and swaps of the outer loops.
+// dims, by the amounts a CPU's registers and vectors like, swaps of the outer loops, and local
+// blocks of the first two dims over outputs (on a CPU, loops inside all others: cache blocking).
 std::vector<Opt> actions() {
   std::vector<Opt> a;
   for (int64_t axis = 0; axis < 6; axis++)
@@ -105,6 +106,9 @@ std::vector<Opt> actions() {
   for (int64_t axis = 0; axis < 3; axis++)
     for (int64_t other = axis + 1; other < 4; other++)
       a.push_back({OptOp::SWAP, axis, other});
+  for (int64_t axis = 0; axis < 2; axis++)
+    for (int64_t amt : {4, 8, 16, 32})
+      a.push_back({OptOp::LOCAL, axis, amt});
   return a;
 }
 
