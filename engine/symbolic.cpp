@@ -37,6 +37,14 @@ std::vector<std::pair<UPat, RewriteFn>> simple_rules() {
            v.push_back(s->const_value());
          return UOp::cconst(u->dtype, exec_alu(u->op, u->dtype, v));
        }},
+      // a gate that folded to true (a padded dim's tail, UPCAST away) is no gate
+      {P::op(Ops::INDEX).where([](const UOp& u) {
+         return u.src.size() == 3 && u.src[2]->op == Ops::CONST && u.src[2]->const_value() != 0;
+       }),
+       [](const Match& m) {
+         auto& u = m.root();
+         return UOp::make(Ops::INDEX, u->dtype, {u->src[0], u->src[1]}, u->arg);
+       }},
       {x + 0, [](const Match& m) { return m["x"]; }},                                        // x+0 -> x
       {x * 1, [](const Match& m) { return m["x"]; }},                                        // x*1 -> x
       {(x * 0).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }},           // x*0 -> 0

@@ -248,7 +248,8 @@ void render_store(CRender& r, const UOpRef& u) {
   const UOp* idx = u->src[0].get();
   std::string v = r.E(u->src[1]);
   if (idx->dtype == DType::BFloat16) v = "f32_to_bf16(" + v + ")";
-  r.line(r.E(idx->src[0]) + "[" + r.E(idx->src[1]) + "] = " + v + ";");
+  std::string gate = idx->src.size() > 2 ? "if (" + r.E(idx->src[2]) + ") " : ""; // a padded dim (PADTO)
+  r.line(gate + r.E(idx->src[0]) + "[" + r.E(idx->src[1]) + "] = " + v + ";");
 }
 
 // A kernel's only float sum may add its terms in any order, so clang vectorizes the loop into

@@ -8,11 +8,17 @@ namespace mg {
 namespace {
 
 // Moves every view to the new shapes (full-shaped views to next.full, the others to next.out)
-// if each stays a single view; otherwise changes nothing.
-bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
+// if each stays a single view; otherwise changes nothing. A masked view (after PADTO) may take
+// a second view where `masked_may_stack`: a mask over 32 split 2x16 fits no single view.
+bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next, bool masked_may_stack = false) {
   std::vector<ShapeTracker> out;
   for (auto& [u, st] : sts) {
-    auto v = st.views.back().reshape(st.shape() == ks.full ? next.full : next.out);
+    const Shape& to = st.shape() == ks.full ? next.full : next.out;
+    auto v = st.views.back().reshape(to);
+    if (!v && masked_may_stack && st.views.back().mask) {
+      out.push_back(st.reshape(to));
+      continue;
+    }
     if (!v) return false;
     out.push_back(st);
     out.back().views.back() = *v;
@@ -25,7 +31,8 @@ bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next) {
 
 bool acts_on(OptOp op, int kind) { return op == OptOp::UNROLL ? kind == kReduce : kind == kGlobal; }
 
-constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP, OptOp::LOCAL, OptOp::NOLOCALS};
+constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL,   OptOp::SWAP,
+                             OptOp::LOCAL,  OptOp::NOLOCALS, OptOp::PADTO};
 
 // The views and loops with dim `from` moved to position `to` (the dims between shift by one).
 void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
@@ -58,6 +65,8 @@ const char* name(OptOp op) {
     return "LOCAL";
   case OptOp::NOLOCALS:
     return "NOLOCALS";
+  case OptOp::PADTO:
+    return "PADTO";
   }
   return "?";
 }
@@ -120,6 +129,22 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if (o.op == OptOp::LOCAL && ks.no_locals) fail("the kernel was given NOLOCALS");
   if (o.axis < 0) fail("the axis must be 0 or more");
   size_t d = opt_dim(ks, o);
+  if (o.op == OptOp::PADTO) {
+    int64_t size = ks.full[d], padded = o.amount < 2 ? 0 : (size + o.amount - 1) / o.amount * o.amount;
+    if (o.amount < 2) fail("the amount must be 2 or more");
+    if (padded == size)
+      fail("the dim has " + std::to_string(size) + " iterations, a multiple of " + std::to_string(o.amount) +
+           " already: nothing to pad");
+    if (padded > 4 * size)
+      fail("padding " + std::to_string(size) + " iterations to " + std::to_string(padded) +
+           " would do more than 4x the work");
+    std::vector<std::pair<int64_t, int64_t>> arg(ks.full.size(), {0, 0});
+    arg[d] = {0, padded - size};
+    for (auto& [u, st] : sts) // full- and output-shaped views alike: a dim over outputs is in both
+      st = st.pad(arg);
+    ks.full[d] = ks.out[d] = padded;
+    return;
+  }
   if (o.op == OptOp::SWAP) {
     if (o.amount == o.axis) fail("an axis cannot be swapped with itself");
     if (o.amount < 0) fail("the other axis must be 0 or more");
@@ -151,7 +176,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   n.out[d] /= out;
   n.out.insert(n.out.begin() + d + 1, out);
   n.kind.insert(n.kind.begin() + d + 1, o.op == OptOp::LOCAL ? kLocal : ks.reduces(d) ? kUnroll : kUpcast);
-  if (!reshape_all(ks, sts, std::move(n)))
+  if (!reshape_all(ks, sts, std::move(n), true))
     fail("a view of the kernel cannot be split there and stay one view");
   if (o.op == OptOp::LOCAL) { // after every global and earlier local dim: the innermost loop over outputs
     size_t last = d + 1;

@@ -20,11 +20,13 @@ namespace mg {
 //           SPECIAL lidx), placed after every global dim. A CPU runs it as a loop inside all
 //           global loops: a block of outputs computed together, for the cache.
 // NOLOCALS: no LOCAL may follow (no axis, no amount).
-enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS };
+// PADTO:    round a dim over outputs up to a multiple of the amount; the extra iterations load
+//           nothing (masked) and store nothing, so the dim splits evenly (26 -> 32, then UPCAST 16).
+enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO };
 
 struct Opt {
   OptOp op;
-  int64_t axis;   // UPCAST, SWAP, LOCAL: among the dims over outputs, in order; UNROLL: among the reduce dims
+  int64_t axis;   // UNROLL: among the reduce dims; the others: among the dims over outputs, in order
   int64_t amount; // 0: the whole dim; for SWAP, the other axis
   std::string to_string() const; // UPCAST(1, 4)
   bool operator==(const Opt&) const = default;
@@ -64,7 +66,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op)
 // must not reuse choices made under the old meaning.
-constexpr const char* kOptsVersion = "opts 3 (UPCAST UNROLL SWAP LOCAL NOLOCALS)";
+constexpr const char* kOptsVersion = "opts 4 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;

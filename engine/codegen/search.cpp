@@ -93,8 +93,9 @@ void cache_put(const std::string& key, const BeamResult& r) {
 // ---------------------------------------------------------------- the search
 
 // Every opt BEAM may add: upcasts of the first dims over outputs, unrolls of the first reduce
-// dims, by the amounts a CPU's registers and vectors like, swaps of the outer loops, and local
-// blocks of the first two dims over outputs (on a CPU, loops inside all others: cache blocking).
+// dims, by the amounts a CPU's registers and vectors like, swaps of the outer loops, local
+// blocks of the first two dims over outputs (on a CPU, loops inside all others: cache blocking),
+// and padding of the first three to a vector's width.
 std::vector<Opt> actions() {
   std::vector<Opt> a;
   for (int64_t axis = 0; axis < 6; axis++)
@@ -109,6 +110,9 @@ std::vector<Opt> actions() {
   for (int64_t axis = 0; axis < 2; axis++)
     for (int64_t amt : {4, 8, 16, 32})
       a.push_back({OptOp::LOCAL, axis, amt});
+  for (int64_t axis = 0; axis < 3; axis++)
+    for (int64_t amt : {16, 32})
+      a.push_back({OptOp::PADTO, axis, amt});
   return a;
 }
 
