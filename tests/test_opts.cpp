@@ -77,9 +77,9 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
   std::mt19937 rng(42);
   const int64_t amounts[] = {0, 2, 3, 4, 5, 8, 16, 7};
   auto random_opt = [&] {
-    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::UPCAST,   OptOp::UNROLL,
-                         OptOp::SWAP,   OptOp::LOCAL,  OptOp::NOLOCALS, OptOp::PADTO};
-    OptOp op = ops[rng() % 8];
+    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL,   OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP,
+                         OptOp::LOCAL,  OptOp::NOLOCALS, OptOp::PADTO,  OptOp::GROUP,  OptOp::GROUPTOP};
+    OptOp op = ops[rng() % 10];
     if (op == OptOp::NOLOCALS) return Opt{op, 0, 0};
     int64_t axis = static_cast<int64_t>(rng() % 4);
     return Opt{op, axis, op == OptOp::SWAP ? static_cast<int64_t>(rng() % 4) : amounts[rng() % 8]};
@@ -89,7 +89,7 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
     INFO(c.name);
     std::vector<float> want = run_noopt(c.t);
     const UOpRef ast = c.t.schedule().back().ast;
-    for (int draw = 0; draw < 80; draw++) {
+    for (int draw = 0; draw < 100; draw++) {
       std::vector<Opt> opts;
       int n = 1 + static_cast<int>(rng() % 3);
       if (draw % 2 == 0) {
@@ -118,7 +118,8 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
         illegal++;
         std::string msg = e.what();
         bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0 || msg.find("SWAP(") == 0 ||
-                            msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0 || msg.find("PADTO(") == 0;
+                            msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0 ||
+                            msg.find("PADTO(") == 0 || msg.find("GROUP(") == 0 || msg.find("GROUPTOP(") == 0;
         CHECK(names_an_opt);
         CHECK(draw % 2 == 1); // a list built to be legal is never refused
         continue;
@@ -200,6 +201,28 @@ TEST_CASE("LOCAL makes a local launch dim after the global ones, and NOLOCALS fo
   CHECK_THROWS_WITH(lower_kernel(ast, &refused), "LOCAL(0, 4): the kernel was given NOLOCALS");
   std::vector<Opt> late{{OptOp::LOCAL, 0, 4}, {OptOp::NOLOCALS, 0, 0}};
   CHECK_THROWS_WITH(lower_kernel(ast, &late), "NOLOCALS: the kernel has local dims already");
+}
+
+TEST_CASE("GROUP and GROUPTOP reduce in partial results, combined after") {
+  Tensor c = Tensor::rand({6, 96});
+  Tensor::realize_all({&c});
+  for (bool max : {false, true}) {
+    Tensor t = max ? c.max(std::vector<int64_t>{1}) : c.sum(std::vector<int64_t>{1});
+    auto ast = t.schedule().back().ast;
+    std::vector<Opt> group{{OptOp::GROUP, 0, 8}}, top{{OptOp::GROUPTOP, 0, 8}, {OptOp::UNROLL, 0, 4}};
+    CHECK(lower_kernel(ast, &group).full_shape == Shape{6, 12, 8}); // every 8th element: 8 partials
+    CHECK(lower_kernel(ast, &top).full_shape == Shape{6, 8, 3, 4}); // 8 runs of 12, each unrolled by 4
+    std::vector<Opt> none;
+    std::vector<float> want = run_last(t, none);
+    for (auto* opts : {&group, &top}) {
+      std::vector<float> got = run_last(t, *opts);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); i++)
+        REQUIRE(got[i] == Approx(want[i]).epsilon(1e-5));
+    }
+    std::vector<Opt> refused{{OptOp::NOLOCALS, 0, 0}, {OptOp::GROUP, 0, 8}};
+    CHECK_THROWS_WITH(lower_kernel(ast, &refused), "GROUP(0, 8): the kernel was given NOLOCALS");
+  }
 }
 
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {

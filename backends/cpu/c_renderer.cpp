@@ -219,10 +219,8 @@ struct CRender {
 
 void render_range(CRender& r, const UOpRef& u) {
   int kind = static_cast<int>(u->varg()[1]);
-  std::string n = std::string(kind == kReduce  ? "ridx"
-                              : kind == kLocal ? "lidx"
-                                               : "gidx") +
-                  std::to_string(u->varg()[0]);
+  const char* prefix = kind == kReduce ? "ridx" : kind == kGroup ? "grp" : kind == kLocal ? "lidx" : "gidx";
+  std::string n = prefix + std::to_string(u->varg()[0]);
   std::string t = c_type(u->dtype), sz = r.E(u->src[0]);
   r.expr[u.get()] = n;
   std::string lo = "0", hi = sz, share_lo = "(" + t + ")(" + sz + "*(long long)core/ncores)",

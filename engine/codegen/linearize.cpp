@@ -138,7 +138,7 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
     for (const UOp* u : toposort(root.get()))
       for (auto& s : u->src)
         if (s->op == Ops::RANGE && seen.insert(s.get()).second)
-          (s->varg()[1] == kReduce ? reduces : globals).push_back(s); // globals, then locals, by axis
+          (s->varg()[1] == kReduce || s->varg()[1] == kGroup ? reduces : globals).push_back(s); // by axis
   };
   collect(sink);
   L.add_refs(sink);

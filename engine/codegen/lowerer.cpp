@@ -63,13 +63,22 @@ struct Lowerer {
   UOpRef lower_reduce(const UOpRef& u) {
     Ops op = u->rarg().op;
     UOpRef v = lower(u->src[0]);
-    std::vector<UOpRef> loops{v};
+    std::vector<UOpRef> loops{v}, groups;
     int64_t lanes_dim = -1;
     for (auto a : u->rarg().axes) {
       if (ks.full[a] == 1) continue;
       if (ks.kind[a] == kReduce) loops.push_back(ranges[a]);
+      if (ks.kind[a] == kGroup) groups.push_back(ranges[a]);
       if (ks.kind[a] == kUnroll) lanes_dim = a;
     }
+    // A group's partial results (each a reduce over the other dims) are combined by a reduce
+    // over the group dims around it.
+    auto grouped = [&](const UOpRef& partial) {
+      if (groups.empty()) return partial;
+      std::vector<UOpRef> src{partial};
+      src.insert(src.end(), groups.begin(), groups.end());
+      return UOp::make(Ops::REDUCE, u->dtype, src, ReduceArg{op, {}});
+    };
     if (std::count(ks.kind.begin(), ks.kind.end(), kUpcast)) lanes_dim = -1;
     auto fold = [&](const std::vector<UOpRef>& copies) {
       UOpRef r = copies[0];
@@ -80,14 +89,14 @@ struct Lowerer {
     for (auto a : u->rarg().axes)
       if (ks.full[a] != 1 && ks.kind[a] == kUnroll && (a != lanes_dim || loops.size() == 1))
         v = fold(expand_dim(v, ranges[a], ks.full[a]));
-    if (loops.size() == 1) return v;
+    if (loops.size() == 1) return grouped(v);
     std::vector<UOpRef> lanes{v};
     if (lanes_dim >= 0) lanes = expand_dim(v, ranges[lanes_dim], ks.full[lanes_dim]);
     for (auto& l : lanes) {
       loops[0] = l;
       l = UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
     }
-    return fold(lanes);
+    return grouped(fold(lanes));
   }
 
   UOpRef lower(const UOpRef& u) {

@@ -29,10 +29,13 @@ bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next, bool masked_m
   return true;
 }
 
-bool acts_on(OptOp op, int kind) { return op == OptOp::UNROLL ? kind == kReduce : kind == kGlobal; }
+bool acts_on(OptOp op, int kind) {
+  bool on_reduce = op == OptOp::UNROLL || op == OptOp::GROUP || op == OptOp::GROUPTOP;
+  return on_reduce ? kind == kReduce : kind == kGlobal;
+}
 
-constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL,   OptOp::SWAP,
-                             OptOp::LOCAL,  OptOp::NOLOCALS, OptOp::PADTO};
+constexpr OptOp kAllOps[] = {OptOp::UPCAST,   OptOp::UNROLL, OptOp::SWAP,  OptOp::LOCAL,
+                             OptOp::NOLOCALS, OptOp::PADTO,  OptOp::GROUP, OptOp::GROUPTOP};
 
 // The views and loops with dim `from` moved to position `to` (the dims between shift by one).
 void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
@@ -67,6 +70,10 @@ const char* name(OptOp op) {
     return "NOLOCALS";
   case OptOp::PADTO:
     return "PADTO";
+  case OptOp::GROUP:
+    return "GROUP";
+  case OptOp::GROUPTOP:
+    return "GROUPTOP";
   }
   return "?";
 }
@@ -126,7 +133,8 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
     ks.no_locals = true;
     return;
   }
-  if (o.op == OptOp::LOCAL && ks.no_locals) fail("the kernel was given NOLOCALS");
+  bool group = o.op == OptOp::GROUP || o.op == OptOp::GROUPTOP;
+  if ((o.op == OptOp::LOCAL || group) && ks.no_locals) fail("the kernel was given NOLOCALS");
   if (o.axis < 0) fail("the axis must be 0 or more");
   size_t d = opt_dim(ks, o);
   if (o.op == OptOp::PADTO) {
@@ -163,19 +171,34 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if (amount < 2) fail("the amount must be 2 or more (0: the whole dim)");
   if (size % amount != 0)
     fail("the dim has " + std::to_string(size) + " iterations, not a multiple of " + std::to_string(amount));
-  int64_t copies = o.op == OptOp::LOCAL ? 1 : amount; // a local dim is a loop, not copies
+  int64_t copies = o.op == OptOp::LOCAL || group ? 1 : amount; // local and group dims are loops, not copies
   for (size_t j = 0; j < ks.full.size(); j++)
     if (ks.kind[j] == kUpcast || ks.kind[j] == kUnroll) copies *= ks.full[j];
   if (copies > kMaxExpansion)
     fail(std::to_string(copies) + " copies of the kernel body (at most " + std::to_string(kMaxExpansion) +
          ")");
+  if (group) {
+    int64_t partials = amount;
+    for (size_t j = 0; j < ks.full.size(); j++)
+      if (ks.kind[j] == kUpcast || ks.kind[j] == kGroup) partials *= ks.full[j];
+    if (partials > kMaxGroupPartials)
+      fail(std::to_string(partials) + " partial results in a group (at most " +
+           std::to_string(kMaxGroupPartials) + ")");
+  }
   KernelShape n = ks;
   n.full[d] /= amount;
   n.full.insert(n.full.begin() + d + 1, amount);
   int64_t out = ks.reduces(d) ? 1 : amount;
   n.out[d] /= out;
   n.out.insert(n.out.begin() + d + 1, out);
-  n.kind.insert(n.kind.begin() + d + 1, o.op == OptOp::LOCAL ? kLocal : ks.reduces(d) ? kUnroll : kUpcast);
+  n.kind.insert(n.kind.begin() + d + 1, o.op == OptOp::LOCAL ? kLocal
+                                        : group              ? kGroup
+                                        : ks.reduces(d)      ? kUnroll
+                                                             : kUpcast);
+  if (o.op == OptOp::GROUPTOP) { // the outer part is the group: (amount, size / amount)
+    n.full[d] = amount, n.full[d + 1] = size / amount;
+    n.kind[d] = kGroup, n.kind[d + 1] = kReduce;
+  }
   if (!reshape_all(ks, sts, std::move(n), true))
     fail("a view of the kernel cannot be split there and stay one view");
   if (o.op == OptOp::LOCAL) { // after every global and earlier local dim: the innermost loop over outputs

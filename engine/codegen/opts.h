@@ -22,11 +22,15 @@ namespace mg {
 // NOLOCALS: no LOCAL may follow (no axis, no amount).
 // PADTO:    round a dim over outputs up to a multiple of the amount; the extra iterations load
 //           nothing (masked) and store nothing, so the dim splits evenly (26 -> 32, then UPCAST 16).
-enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO };
+// GROUP:    split a reduce dim; the inner part becomes a group dim: that many partial results,
+//           each over every amount-th element, combined after (a GPU's work-group sharing a
+//           reduce). A CPU runs the group as a loop around the partial reduce.
+// GROUPTOP: the same with the outer part as the group: each partial over a contiguous run.
+enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP };
 
 struct Opt {
   OptOp op;
-  int64_t axis;   // UNROLL: among the reduce dims; the others: among the dims over outputs, in order
+  int64_t axis;   // UNROLL, GROUP, GROUPTOP: among the reduce dims; the others: among the dims over outputs
   int64_t amount; // 0: the whole dim; for SWAP, the other axis
   std::string to_string() const; // UPCAST(1, 4)
   bool operator==(const Opt&) const = default;
@@ -36,9 +40,9 @@ const char* name(OptOp op);
 OptOp opt_op(const std::string& name); // throws std::invalid_argument for an unknown name
 
 // What a loop dim becomes: a loop over outputs, a reduce loop, a dim expanded into copies of
-// the code (by UPCAST: several accumulators; by UNROLL: several terms), or a local dim over
-// outputs (by LOCAL). A RANGE's arg carries its dim's kind.
-enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3, kLocal = 4 };
+// the code (by UPCAST: several accumulators; by UNROLL: several terms), a local dim over
+// outputs (by LOCAL), or a group of partial reduces (by GROUP). A RANGE's arg carries its kind.
+enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3, kLocal = 4, kGroup = 5 };
 
 // A kernel's loops while opts are applied: the loop sizes (full), the output's view of them
 // (reduced dims as 1) and each dim's kind.
@@ -46,7 +50,7 @@ struct KernelShape {
   Shape full, out;
   std::vector<int> kind;
   bool no_locals = false; // set by NOLOCALS
-  bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll; }
+  bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll || kind[d] == kGroup; }
 };
 
 // Every VIEW of the kernel's AST with its ShapeTracker, reshaped along with the loops.
@@ -66,9 +70,12 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op)
 // must not reuse choices made under the old meaning.
-constexpr const char* kOptsVersion = "opts 4 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO)";
+constexpr const char* kOptsVersion = "opts 5 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;
+// The most partial results a kernel's groups may hold, times its output tile: a GPU keeps them
+// in a work-group's shared memory (16 KiB of float32).
+constexpr int64_t kMaxGroupPartials = 4096;
 
 } // namespace mg
