@@ -235,9 +235,19 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
             [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   if (beam.size() > static_cast<size_t>(width)) beam.resize(width);
   if (beam[0].seconds < best.seconds) best = beam[0];
-  // a rounding slip must not beat the hand-coded list: a result within 1% of it keeps it
+  // The result must beat the hand-coded list in a final duel: both timed again, in turns, three
+  // times, best of each; within 3% the hand-coded list stays. On a shared machine a noisy moment
+  // during the search made a list look 4% faster that was no faster (BEAM must never be slower).
   auto finish = [&] {
-    if (best.seconds > r.hand_seconds * 0.99) best = {hand, r.hand_seconds};
+    if (opts_text(best.opts) == opts_text(hand)) return;
+    double h = 1e30, b = 1e30;
+    for (int k = 0; k < 3; k++) {
+      auto duel = time_all({hand, best.opts});
+      if (duel.size() < 2) return; // cannot happen: both lists were timed before
+      h = std::min(h, duel[0].seconds), b = std::min(b, duel[1].seconds);
+    }
+    r.hand_seconds = h;
+    best = b < h * 0.97 ? Candidate{best.opts, b} : Candidate{hand, h};
   };
   bool tty = ::isatty(::fileno(stdout));
   auto progress = [&](const char* end) {
