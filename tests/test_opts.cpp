@@ -119,7 +119,8 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
         std::string msg = e.what();
         bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0 || msg.find("SWAP(") == 0 ||
                             msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0 ||
-                            msg.find("PADTO(") == 0 || msg.find("GROUP(") == 0 || msg.find("GROUPTOP(") == 0;
+                            msg.find("PADTO(") == 0 || msg.find("GROUP(") == 0 ||
+                            msg.find("GROUPTOP(") == 0 || msg.find("BLOCK(") == 0;
         CHECK(names_an_opt);
         CHECK(draw % 2 == 1); // a list built to be legal is never refused
         continue;
@@ -223,6 +224,31 @@ TEST_CASE("GROUP and GROUPTOP reduce in partial results, combined after") {
     std::vector<Opt> refused{{OptOp::NOLOCALS, 0, 0}, {OptOp::GROUP, 0, 8}};
     CHECK_THROWS_WITH(lower_kernel(ast, &refused), "GROUP(0, 8): the kernel was given NOLOCALS");
   }
+}
+
+TEST_CASE("BLOCK runs the reduce in blocks outside the output loops, on one core or two") {
+  Tensor a = Tensor::rand({8, 512}), b = Tensor::rand({512, 48});
+  Tensor::realize_all({&a, &b});
+  Tensor t = a.matmul(b);
+  auto ast = t.schedule().back().ast;
+  std::vector<Opt> none, block{{OptOp::BLOCK, 0, 64}},
+      tiled{{OptOp::UPCAST, 1, 16}, {OptOp::BLOCK, 0, 32}, {OptOp::UNROLL, 0, 4}};
+  CHECK(lower_kernel(ast, &block).full_shape == Shape{8, 8, 48, 64}); // 8 blocks of 64, outermost
+  std::vector<float> want = run_last(t, none);
+  int threads = settings().threads;
+  for (int cores : {1, 2}) {
+    settings().threads = cores;
+    for (auto* opts : {&block, &tiled}) {
+      std::vector<float> got = run_last(t, *opts);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); i++)
+        REQUIRE(got[i] == Approx(want[i]).epsilon(1e-5));
+    }
+  }
+  settings().threads = threads;
+  // the output must hold the partial result: not when something is applied after the reduce
+  auto relu_ast = a.matmul(b).relu().schedule().back().ast;
+  CHECK_THROWS_WITH(lower_kernel(relu_ast, &block), Catch::Contains("does not store its reduce as is"));
 }
 
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {

@@ -219,7 +219,11 @@ struct CRender {
 
 void render_range(CRender& r, const UOpRef& u) {
   int kind = static_cast<int>(u->varg()[1]);
-  const char* prefix = kind == kReduce ? "ridx" : kind == kGroup ? "grp" : kind == kLocal ? "lidx" : "gidx";
+  const char* prefix = kind == kReduce  ? "ridx"
+                       : kind == kGroup ? "grp"
+                       : kind == kLocal ? "lidx"
+                       : kind == kBlock ? "blk"
+                                        : "gidx";
   std::string n = prefix + std::to_string(u->varg()[0]);
   std::string t = c_type(u->dtype), sz = r.E(u->src[0]);
   r.expr[u.get()] = n;

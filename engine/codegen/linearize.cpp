@@ -197,16 +197,25 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
 }
 
 const UOp* parallel_loop(const std::vector<UOpRef>& linear) {
+  // The outermost loop over outputs, alone at its level; block loops (BLOCK) around it are
+  // allowed: each core then runs every block over its own share of the outputs, so no core
+  // writes what another reads.
   const UOp* outer = nullptr;
-  int depth = 0;
+  int depth = 0, level = 0; // level: the depth the candidate loop lives at
   for (auto& u : linear) {
-    if (u->op == Ops::RANGE && depth++ == 0) {
-      if (outer || u->varg()[1] != kGlobal) return nullptr; // a second top-level loop, or not over outputs
+    if (u->op == Ops::RANGE) {
+      if (depth++ != level) continue;
+      if (outer) return nullptr; // a second loop at that level
+      if (u->varg()[1] == kBlock && depth - 1 == level) {
+        level++;
+        continue;
+      }
+      if (u->varg()[1] != kGlobal) return nullptr; // a reduce loop: not over outputs
       outer = u.get();
-    } else if (u->op == Ops::ENDRANGE)
+    } else if (u->op == Ops::ENDRANGE) {
       depth--;
-    else if ((u->op == Ops::STORE || u->op == Ops::DEFINE_ACC) && depth == 0)
-      return nullptr;
+    } else if ((u->op == Ops::STORE || u->op == Ops::DEFINE_ACC) && depth <= level)
+      return nullptr; // work outside the loop
   }
   return outer;
 }

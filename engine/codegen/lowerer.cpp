@@ -99,6 +99,21 @@ struct Lowerer {
     return grouped(fold(lanes));
   }
 
+  // The value stored: under BLOCK, the reduce over this block combined with the partial result
+  // the output holds from the blocks before (the first block starts from the reduce's identity).
+  UOpRef blocked(const UOpRef& index, const UOpRef& value) {
+    UOpRef v = lower(value);
+    for (size_t d = 0; d < ks.full.size(); d++) {
+      if (ks.kind[d] != kBlock || ks.full[d] == 1) continue;
+      Ops op = value->rarg().op;
+      UOpRef identity = UOp::cconst(value->dtype, op == Ops::ADD ? 0.0 : dtype_min(value->dtype));
+      UOpRef first = alu(Ops::CMPLT, {ranges[d], UOp::cconst(it, 1)});
+      UOpRef before = alu(Ops::WHERE, {first, identity, UOp::make(Ops::LOAD, value->dtype, {index})});
+      v = alu(op, {before, v});
+    }
+    return v;
+  }
+
   UOpRef lower(const UOpRef& u) {
     if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
     UOpRef r;
@@ -114,7 +129,7 @@ struct Lowerer {
       if (u->op == Ops::LOAD)
         r = UOp::make(Ops::LOAD, u->dtype, {index});
       else
-        r = UOp::make(Ops::STORE, DType::Void, {index, lower(u->src[2])});
+        r = UOp::make(Ops::STORE, DType::Void, {index, blocked(index, u->src[2])});
       break;
     }
     case Ops::CONST: {
@@ -160,6 +175,12 @@ KernelShape kernel_shape(const UOpRef& ast) {
   ks.kind.assign(ks.full.size(), kGlobal);
   for (auto a : axes)
     ks.kind[a] = kReduce;
+  int reduces = 0;
+  for (const UOp* u : toposort(ast.get()))
+    reduces += u->op == Ops::REDUCE_AXIS;
+  const UOpRef& stored = ast->src.at(0)->src.at(2);
+  ks.stores_reduce = reduces == 1 && stored->op == Ops::REDUCE_AXIS &&
+                     (stored->rarg().op == Ops::ADD || stored->rarg().op == Ops::MAX);
   return ks;
 }
 

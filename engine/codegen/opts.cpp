@@ -30,12 +30,12 @@ bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next, bool masked_m
 }
 
 bool acts_on(OptOp op, int kind) {
-  bool on_reduce = op == OptOp::UNROLL || op == OptOp::GROUP || op == OptOp::GROUPTOP;
+  bool on_reduce = op == OptOp::UNROLL || op == OptOp::GROUP || op == OptOp::GROUPTOP || op == OptOp::BLOCK;
   return on_reduce ? kind == kReduce : kind == kGlobal;
 }
 
-constexpr OptOp kAllOps[] = {OptOp::UPCAST,   OptOp::UNROLL, OptOp::SWAP,  OptOp::LOCAL,
-                             OptOp::NOLOCALS, OptOp::PADTO,  OptOp::GROUP, OptOp::GROUPTOP};
+constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP,     OptOp::LOCAL, OptOp::NOLOCALS,
+                             OptOp::PADTO,  OptOp::GROUP,  OptOp::GROUPTOP, OptOp::BLOCK};
 
 // The views and loops with dim `from` moved to position `to` (the dims between shift by one).
 void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
@@ -74,6 +74,8 @@ const char* name(OptOp op) {
     return "GROUP";
   case OptOp::GROUPTOP:
     return "GROUPTOP";
+  case OptOp::BLOCK:
+    return "BLOCK";
   }
   return "?";
 }
@@ -171,7 +173,14 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if (amount < 2) fail("the amount must be 2 or more (0: the whole dim)");
   if (size % amount != 0)
     fail("the dim has " + std::to_string(size) + " iterations, not a multiple of " + std::to_string(amount));
-  int64_t copies = o.op == OptOp::LOCAL || group ? 1 : amount; // local and group dims are loops, not copies
+  if (o.op == OptOp::BLOCK) {
+    if (!ks.stores_reduce)
+      fail("the kernel does not store its reduce as is (the output could not hold a partial result)");
+    if (std::count(ks.kind.begin(), ks.kind.end(), kBlock)) fail("the kernel has a BLOCK already");
+    if (amount == size) fail("one block of the whole dim blocks nothing");
+  }
+  // local, group and block dims are loops, not copies
+  int64_t copies = o.op == OptOp::LOCAL || group || o.op == OptOp::BLOCK ? 1 : amount;
   for (size_t j = 0; j < ks.full.size(); j++)
     if (ks.kind[j] == kUpcast || ks.kind[j] == kUnroll) copies *= ks.full[j];
   if (copies > kMaxExpansion)
@@ -199,8 +208,12 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
     n.full[d] = amount, n.full[d + 1] = size / amount;
     n.kind[d] = kGroup, n.kind[d + 1] = kReduce;
   }
+  if (o.op == OptOp::BLOCK) // the outer part: the blocks; the inner part stays the reduce
+    n.kind[d] = kBlock, n.kind[d + 1] = kReduce;
   if (!reshape_all(ks, sts, std::move(n), true))
     fail("a view of the kernel cannot be split there and stay one view");
+  if (o.op == OptOp::BLOCK && d != 0) // outermost: every output loop runs inside each block
+    move_dim(ks, sts, d, 0);
   if (o.op == OptOp::LOCAL) { // after every global and earlier local dim: the innermost loop over outputs
     size_t last = d + 1;
     for (size_t j = 0; j < ks.kind.size(); j++)

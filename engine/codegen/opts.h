@@ -26,12 +26,17 @@ namespace mg {
 //           each over every amount-th element, combined after (a GPU's work-group sharing a
 //           reduce). A CPU runs the group as a loop around the partial reduce.
 // GROUPTOP: the same with the outer part as the group: each partial over a contiguous run.
-enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP };
+// BLOCK:    cache blocking: split a reduce dim; the outer part becomes the outermost loop, so
+//           each block of the reduce (amount long) runs over all the outputs before the next:
+//           its slice of the inputs stays in the cache. The output holds the partial result
+//           between blocks (a kernel that stores its reduce as is).
+enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP, BLOCK };
 
 struct Opt {
   OptOp op;
-  int64_t axis;   // UNROLL, GROUP, GROUPTOP: among the reduce dims; the others: among the dims over outputs
-  int64_t amount; // 0: the whole dim; for SWAP, the other axis
+  int64_t
+      axis; // UNROLL, GROUP, GROUPTOP, BLOCK: among the reduce dims; the others: among the dims over outputs
+  int64_t amount;                // 0: the whole dim; for SWAP, the other axis
   std::string to_string() const; // UPCAST(1, 4)
   bool operator==(const Opt&) const = default;
 };
@@ -41,16 +46,20 @@ OptOp opt_op(const std::string& name); // throws std::invalid_argument for an un
 
 // What a loop dim becomes: a loop over outputs, a reduce loop, a dim expanded into copies of
 // the code (by UPCAST: several accumulators; by UNROLL: several terms), a local dim over
-// outputs (by LOCAL), or a group of partial reduces (by GROUP). A RANGE's arg carries its kind.
-enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3, kLocal = 4, kGroup = 5 };
+// outputs (by LOCAL), a group of partial reduces (by GROUP), or the blocks of a reduce (by
+// BLOCK). A RANGE's arg carries its kind.
+enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3, kLocal = 4, kGroup = 5, kBlock = 6 };
 
 // A kernel's loops while opts are applied: the loop sizes (full), the output's view of them
 // (reduced dims as 1) and each dim's kind.
 struct KernelShape {
   Shape full, out;
   std::vector<int> kind;
-  bool no_locals = false; // set by NOLOCALS
-  bool reduces(size_t d) const { return kind[d] == kReduce || kind[d] == kUnroll || kind[d] == kGroup; }
+  bool no_locals = false;     // set by NOLOCALS
+  bool stores_reduce = false; // the kernel stores its one reduce as is (BLOCK needs that)
+  bool reduces(size_t d) const {
+    return kind[d] == kReduce || kind[d] == kUnroll || kind[d] == kGroup || kind[d] == kBlock;
+  }
 };
 
 // Every VIEW of the kernel's AST with its ShapeTracker, reshaped along with the loops.
@@ -70,7 +79,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op)
 // must not reuse choices made under the old meaning.
-constexpr const char* kOptsVersion = "opts 5 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP)";
+constexpr const char* kOptsVersion = "opts 6 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;

@@ -212,18 +212,25 @@ local function dot_check(a, b, c, picks)
   end
 end
 
-test("hand-coded opts: a row as wide as two vectors, and a tall matmul's loop order", function()
+test("hand-coded opts: a row as wide as two vectors, and a tall matmul in blocks", function()
   local a, b = Tensor.rand(16, 40):realize(), Tensor.rand(40, 26):realize()
   local c = a:matmul(b)
   assert(opts_of(c):find("UPCAST%(1, 26%)"), "26-wide row: " .. opts_of(c))
   local picks = {}
   for i = 1, 16 do for j = 1, 26 do picks[#picks + 1] = { i, j } end end
   dot_check(a, b, c:realize(), picks)
-  -- the 64 loop outside: the 16x65536 operand fits the cache, the 65536x64 one does not
+  -- the 65536x64 operand outgrows the cache and every row block of the output reads it: the
+  -- reduce runs in blocks, each over all the outputs
   a, b = Tensor.rand(16, 65536):realize(), Tensor.rand(65536, 64):realize()
   c = a:matmul(b)
-  assert(opts_of(c):find("SWAP%(0, 1%)"), "tall matmul: " .. opts_of(c))
+  assert(opts_of(c):find("BLOCK%(0, "), "tall matmul: " .. opts_of(c))
   dot_check(a, b, c:realize(), { { 1, 1 }, { 16, 64 }, { 7, 33 }, { 9, 2 } })
+  -- with a relu after the reduce the output cannot hold partial sums: the loop that re-reads
+  -- the 4 MiB operand (which fits the cache) goes outside instead
+  local r = a:matmul(b):relu()
+  assert(opts_of(r):find("SWAP%(0, 1%)"), "tall matmul + relu: " .. opts_of(r))
+  local rv = rows(r)
+  same(rv[3][5], math.max(0, rows(c)[3][5]), 1e-5 * 65536)
 end)
 
 H.done()
