@@ -109,7 +109,7 @@ struct Lowerer {
       UOpRef identity = UOp::cconst(value->dtype, op == Ops::ADD ? 0.0 : dtype_min(value->dtype));
       UOpRef first = alu(Ops::CMPLT, {ranges[d], UOp::cconst(it, 1)});
       UOpRef before = alu(Ops::WHERE, {first, identity, UOp::make(Ops::LOAD, value->dtype, {index})});
-      v = alu(op, {before, v});
+      v = alu(op, {v, before}); // the reduce first: the load of the partial result then comes after its loop
     }
     return v;
   }

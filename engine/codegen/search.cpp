@@ -94,8 +94,9 @@ void cache_put(const std::string& key, const BeamResult& r) {
 
 // Every opt BEAM may add: upcasts of the first dims over outputs, unrolls of the first reduce
 // dims, by the amounts a CPU's registers and vectors like, swaps of the outer loops, local
-// blocks of the first two dims over outputs (on a CPU, loops inside all others: cache blocking),
-// and padding of the first three to a vector's width.
+// blocks of the first two dims over outputs (on a CPU, loops inside all others), padding of the
+// first three to a vector's width, and blocks of the first reduce dim (cache blocking). Not
+// GROUP: on a CPU's one thread per output it only adds a loop.
 std::vector<Opt> actions() {
   std::vector<Opt> a;
   for (int64_t axis = 0; axis < 6; axis++)
@@ -113,6 +114,8 @@ std::vector<Opt> actions() {
   for (int64_t axis = 0; axis < 3; axis++)
     for (int64_t amt : {16, 32})
       a.push_back({OptOp::PADTO, axis, amt});
+  for (int64_t amt : {32, 64, 128, 256})
+    a.push_back({OptOp::BLOCK, 0, amt});
   return a;
 }
 
