@@ -6,7 +6,7 @@ namespace mg {
 struct Settings {
   int debug = 0;           // DEBUG
   int beam = 0;            // BEAM: search width (0: the hand-coded opts)
-  double beam_budget = 15; // BEAM_BUDGET: seconds one kernel's search may take
+  double beam_budget = 12; // BEAM_BUDGET: seconds one kernel's search may take
   bool noopt = false;      // NOOPT
   std::string device = "CPU";
   int threads = 1; // MG_THREADS, default: every core

@@ -260,7 +260,9 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
     std::fflush(stdout);
   };
   const auto all = actions();
-  for (bool improved = true; improved && elapsed() < budget_s;) {
+  // the rounds leave time for the final duel: 6 runs of each list and their compiles
+  double explore_s = budget_s - 12 * r.hand_seconds - 0.2;
+  for (bool improved = true; improved && elapsed() < explore_s;) {
     std::vector<std::vector<Opt>> lists;
     for (auto& c : beam)
       for (auto& a : all) {
@@ -271,7 +273,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
     // in batches, so that the budget is checked between them
     std::vector<Candidate> next;
     const size_t batch = 4 * static_cast<size_t>(std::max(1, threads));
-    for (size_t i = 0; i < lists.size() && elapsed() < budget_s; i += batch) {
+    for (size_t i = 0; i < lists.size() && elapsed() < explore_s; i += batch) {
       std::vector<std::vector<Opt>> part(lists.begin() + static_cast<long>(i),
                                          lists.begin() +
                                              static_cast<long>(std::min(lists.size(), i + batch)));
