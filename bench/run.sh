@@ -72,18 +72,20 @@ names = {"B0": "triad a=b+s*c, 4M f32, C++ loop (ceiling)", "W1": "elementwise (
          "U8": "Lua: a new kernel at the prompt",
          "S6": "BEAM=2 search, matmul 1024 (cold cache)", "V6": "matmul 1024 with BEAM=2",
          "S7": "BEAM=2 search, matmul 256 (cold cache)", "V7": "matmul 256 with BEAM=2",
-         "S5": "BEAM=2 search, two convs fwd+bwd (cold)", "V5": "two convs fwd+bwd with BEAM=2"}
+         "S5": "BEAM=2 search, two convs fwd+bwd (cold)", "V5": "two convs fwd+bwd with BEAM=2",
+         "H5": "  the same, hand-coded, in turns with V5", "H6": "  the same, hand-coded, in turns with V6",
+         "H7": "  the same, hand-coded, in turns with V7"}
 higher = {"GB/s", "GFLOPS"}
 def cell(v, u): return f"{v:>9.3f} {u:<6}"
 print("W*, G1, M1: the engine's C++ benchmark (bench_core.cpp); U*: Lua as a user writes it")
 print(f"{'workload':42} {'moongrad 1thr':>16} {'torch 1thr':>16} {'ratio':>7} | {'moongrad all':>16} {'torch all':>16} {'ratio':>7}")
-for k in ["B0", "W1", "W6", "G1", "M1", "W7", "T1", "U1", "U0", "U2", "U3", "U4", "U5", "U6", "U7", "U8", "S5", "V5", "S6", "V6", "S7", "V7"]:
+for k in ["B0", "W1", "W6", "G1", "M1", "W7", "T1", "U1", "U0", "U2", "U3", "U4", "U5", "U6", "U7", "U8", "S5", "V5", "H5", "S6", "V6", "H6", "S7", "V7", "H7"]:
   row = f"{names[k]:42}"
   for mg, peer in ((mg1, t1), (mgn, tn)):
     if k not in mg: continue
     v, u = mg[k]
     row += " " + cell(v, u)
-    pk = {"V5": "U5", "V6": "U6", "V7": "U7"}.get(k, k) # BEAM's rows beside PyTorch's same workload
+    pk = {"V5": "U5", "V6": "U6", "V7": "U7", "H5": "U5", "H6": "U6", "H7": "U7"}.get(k, k) # beside PyTorch's same workload
     if pk in peer:
       p = peer[pk][0]
       row += " " + cell(p, u) + f" {(v / p if u in higher else p / v):>6.2f}x"
@@ -100,8 +102,12 @@ if os.path.exists(f"{d}/tg.txt"):
 if "B1" in t1: print(f"{'OpenBLAS sgemm 512 via numpy (ceiling)':42} {t1['B1'][0]:.2f} GFLOPS at 1 thread, {tn['B1'][0]:.2f} at all cores")
 if "B2" in t1:
   print(f"{'OpenBLAS sgemm 1024 via numpy (ceiling)':42} {t1['B2'][0]:.2f} GFLOPS at 1 thread, {tn['B2'][0]:.2f} at all cores")
-  for k, label in (("U6", "default opts"), ("V6", "BEAM=2")):
+  for k, label in (("U6", "default opts"), ("H6", "default opts, in turns with BEAM's"), ("V6", "BEAM=2")):
     if k in mg1: print(f"matmul 1024, {label}, against OpenBLAS: {mg1[k][0] / t1['B2'][0]:.2f}x at 1 thread, {mgn[k][0] / tn['B2'][0]:.2f}x at all cores")
+for w in "567":
+  if "V" + w in mg1 and "H" + w in mg1:
+    r = [(m["V" + w][0] / m["H" + w][0]) if m["V" + w][1] in higher else (m["H" + w][0] / m["V" + w][0]) for m in (mg1, mgn)]
+    print(f"{names['V' + w]}: {r[0]:.2f}x the hand-coded opts at 1 thread, {r[1]:.2f}x at all cores (same process, in turns)")
 print("ratio > 1 means moongrad is faster")
 print("U1 against the triad ceiling (B0): %.2fx at 1 thread, %.2fx at all cores" %
       (mg1["U1"][0] / mg1["B0"][0], mgn["U1"][0] / mgn["B0"][0]))
