@@ -54,8 +54,12 @@ void* take(size_t n) {
       return b;
     }
   }
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
+  for (;;) { // as the standard's operator new: a new-handler may free memory, then it retries
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    std::new_handler h = std::get_new_handler();
+    if (!h) throw std::bad_alloc();
+    h();
+  }
 }
 
 void give(void* p) {

@@ -175,7 +175,7 @@ Tensor Tensor::reduce(Ops op, Axes axes, bool keepdim) const {
     empty |= kept[a] == 0, kept[a] = 1;
   Tensor r = *this;
   if (empty)
-    r = Tensor::full(kept, op == Ops::ADD ? 0 : dtype_min(dtype()), dtype()); // identity, as in tinygrad
+    r = Tensor::full(kept, reduce_identity(op, dtype()), dtype()); // as in tinygrad
   else if (!ax.empty())
     r = Tensor(UOp::make(Ops::REDUCE_AXIS, dtype(), {uop}, ReduceArg{op, ax}));
   if (keepdim) return r;

@@ -485,4 +485,10 @@ UOpRef alu(Ops op, std::vector<UOpRef> src) {
 }
 UOpRef uand(const UOpRef& a, const UOpRef& b) { return alu(Ops::AND, {a, b}); }
 UOpRef cast(const UOpRef& a, DType d) { return a->dtype == d ? a : UOp::make(Ops::CAST, d, {a}); }
+double reduce_identity(Ops op, DType d) {
+  if (op == Ops::ADD) return 0;
+  if (op == Ops::MAX) return dtype_min(d);
+  internal_error(std::string("no identity for reduce ") + name(op));
+}
+
 } // namespace mg

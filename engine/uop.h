@@ -115,6 +115,8 @@ double truncate_to(DType dt, double v);
 namespace mg {
 // Builders for ALU nodes (dtype from the first source; comparisons give bool).
 UOpRef alu(Ops op, std::vector<UOpRef> src);
+// What a reduce starts from: 0 for ADD, the dtype's lowest value for MAX.
+double reduce_identity(Ops op, DType d);
 inline UOpRef operator+(const UOpRef& a, const UOpRef& b) { return alu(Ops::ADD, {a, b}); }
 inline UOpRef operator*(const UOpRef& a, const UOpRef& b) { return alu(Ops::MUL, {a, b}); }
 inline UOpRef operator+(const UOpRef& a, double c) { return a + UOp::cconst_like(a, c); }

@@ -114,7 +114,8 @@ std::vector<Opt> check_opts(lua_State* L, int idx) {
     lua_rawgeti(L, -2, 2);
     lua_rawgeti(L, -3, 3);
     // {"NOLOCALS"} needs no axis or amount
-    bool bare = lua_isstring(L, -3) && lua_isnil(L, -2) && lua_isnil(L, -1);
+    bool bare = lua_isstring(L, -3) && lua_isnil(L, -2) && lua_isnil(L, -1) &&
+                opt_op(lua_tostring(L, -3)) == OptOp::NOLOCALS;
     if (!bare && (!lua_isstring(L, -3) || !lua_isinteger(L, -2) || !lua_isinteger(L, -1)))
       throw std::invalid_argument(where + ": expected {name, axis, amount} with integer axis and amount");
     opts.push_back(

@@ -444,7 +444,8 @@ LuaState::LuaState() : L_(luaL_newstate()) {
   }
   // Fresh device memory is the moment to let the collector find dropped tensors: when the free
   // list cannot serve a buffer, a full collection runs first once the buffers taken since the
-  // last one (fresh or reused) cost more to fault in than that collection took. Fresh pages
+  // last one would cost more to fault in than that collection took (capped at 16 MiB or 1/16 of
+  // all device memory). Fresh pages
   // cost about 1 s per 8 GB (zeroing, faults); a collection of a small Lua heap about 40 us, so
   // a loop making 256 KiB results collects every few hundred KiB, and a program with a large
   // Lua heap proportionally less often. A loop that realizes a new tensor each time then cycles
@@ -454,13 +455,18 @@ LuaState::LuaState() : L_(luaL_newstate()) {
   set_alloc_hook(
       [L = L_, since = int64_t(0), gc_bytes = int64_t(256) << 10](size_t bytes, bool miss) mutable {
         constexpr double kFaultBytesPerSecond = 8e9;
+        // reused buffers count too: once the free list runs dry, the next miss collects at once
+        // instead of faulting in gc_bytes more first (memory would grow by that every cycle)
         since += static_cast<int64_t>(bytes);
         if (miss && since > gc_bytes) {
           since = 0;
           auto t0 = std::chrono::steady_clock::now();
           lua_gc(L, LUA_GCCOLLECT);
           double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          gc_bytes = std::max(int64_t(256) << 10, static_cast<int64_t>(took * kFaultBytesPerSecond));
+          // never above the old bound: one collection slowed by a busy machine must not leave
+          // dropped buffers unclaimed for long
+          int64_t cap = std::max(int64_t(16) << 20, global_counters().mem_used / 16);
+          gc_bytes = std::clamp(static_cast<int64_t>(took * kFaultBytesPerSecond), int64_t(256) << 10, cap);
         }
       });
 }

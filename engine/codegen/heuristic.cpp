@@ -45,7 +45,9 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
         std::vector<int64_t> at(n, 0);
         int64_t o0 = st.offset_of(at);
         at[d] = 1;
-        int64_t stride = st.offset_of(at) - o0;
+        int64_t o1 = st.offset_of(at);
+        if (o0 < 0 || o1 < 0) continue; // the origin lies in padding: no stride to read there
+        int64_t stride = o1 - o0;
         contiguous |= stride == 1;
         strided |= stride > 1;
       }

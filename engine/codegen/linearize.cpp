@@ -15,12 +15,6 @@ namespace mg {
 
 namespace {
 
-double reduce_identity(Ops op, DType d) {
-  if (op == Ops::ADD) return 0;
-  if (op == Ops::MAX) return dtype_min(d);
-  internal_error(std::string("no identity for reduce ") + name(op));
-}
-
 struct Acc {
   UOpRef value;
   Ops op;
@@ -204,9 +198,11 @@ const UOp* parallel_loop(const std::vector<UOpRef>& linear) {
   int depth = 0, level = 0; // level: the depth the candidate loop lives at
   for (auto& u : linear) {
     if (u->op == Ops::RANGE) {
-      if (depth++ != level) continue;
-      if (outer) return nullptr; // a second loop at that level
-      if (u->varg()[1] == kBlock && depth - 1 == level) {
+      int at = depth++;
+      if (at < level) return nullptr; // a loop beside the block loops
+      if (at > level) continue;       // inside the candidate
+      if (outer) return nullptr;      // a second loop at that level
+      if (u->varg()[1] == kBlock) {
         level++;
         continue;
       }

@@ -106,10 +106,21 @@ struct Lowerer {
     for (size_t d = 0; d < ks.full.size(); d++) {
       if (ks.kind[d] != kBlock || ks.full[d] == 1) continue;
       Ops op = value->rarg().op;
-      UOpRef identity = UOp::cconst(value->dtype, op == Ops::ADD ? 0.0 : dtype_min(value->dtype));
+      UOpRef identity = UOp::cconst(value->dtype, reduce_identity(op, value->dtype));
       UOpRef first = alu(Ops::CMPLT, {ranges[d], UOp::cconst(it, 1)});
-      UOpRef before = alu(Ops::WHERE, {first, identity, UOp::make(Ops::LOAD, value->dtype, {index})});
-      v = alu(op, {v, before}); // the reduce first: the load of the partial result then comes after its loop
+      // The load's index depends on the loops over outputs, which all run inside the block loop.
+      // With none left (a full sum, or every output dim upcast) nothing would keep the load
+      // inside it: it is gated on a later block then, which does.
+      bool loops_inside = false;
+      for (size_t e = 0; e < ks.full.size(); e++)
+        loops_inside |= (ks.kind[e] == kGlobal || ks.kind[e] == kLocal) && ks.full[e] > 1;
+      UOpRef later = alu(Ops::CMPLT, {UOp::cconst(it, 0), ranges[d]});
+      std::vector<UOpRef> isrc{index->src[0], index->src[1],
+                               index->src.size() > 2 ? alu(Ops::AND, {index->src[2], later}) : later};
+      UOpRef load = UOp::make(Ops::LOAD, value->dtype,
+                              {loops_inside ? index : UOp::make(Ops::INDEX, index->dtype, isrc)});
+      v = alu(op, {v, alu(Ops::WHERE, {first, identity, load})}); // the reduce first: the load then
+                                                                  // comes after its loop
     }
     return v;
   }

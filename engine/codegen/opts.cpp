@@ -37,12 +37,8 @@ bool acts_on(OptOp op, int kind) {
 constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP,     OptOp::LOCAL, OptOp::NOLOCALS,
                              OptOp::PADTO,  OptOp::GROUP,  OptOp::GROUPTOP, OptOp::BLOCK};
 
-// The views and loops with dim `from` moved to position `to` (the dims between shift by one).
-void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
-  std::vector<int64_t> order;
-  for (size_t j = 0; j < ks.full.size(); j++)
-    if (j != from) order.push_back(static_cast<int64_t>(j));
-  order.insert(order.begin() + static_cast<long>(to), static_cast<int64_t>(from));
+// The loops and every view in a new order of dims.
+void permute_all(KernelShape& ks, ViewList& sts, const std::vector<int64_t>& order) {
   KernelShape n = ks;
   for (size_t j = 0; j < order.size(); j++) {
     n.full[j] = ks.full[order[j]];
@@ -52,6 +48,15 @@ void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
   for (auto& [u, st] : sts)
     st.views.back() = st.views.back().permute(order);
   ks = std::move(n);
+}
+
+// The views and loops with dim `from` moved to position `to` (the dims between shift by one).
+void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
+  std::vector<int64_t> order;
+  for (size_t j = 0; j < ks.full.size(); j++)
+    if (j != from) order.push_back(static_cast<int64_t>(j));
+  order.insert(order.begin() + static_cast<long>(to), static_cast<int64_t>(from));
+  permute_all(ks, sts, order);
 }
 
 } // namespace
@@ -113,7 +118,7 @@ size_t dim_of(const KernelShape& ks, OptOp op, int64_t axis, const Opt& what) {
     if (acts_on(op, ks.kind[d]) && seen++ == axis) return d;
   throw std::invalid_argument(what.to_string() + ": axis " + std::to_string(axis) +
                               " does not exist; the kernel has " + std::to_string(seen) +
-                              (op == OptOp::UNROLL ? " reduce dims" : " dims over outputs") +
+                              (acts_on(op, kReduce) ? " reduce dims" : " dims over outputs") +
                               (op == OptOp::SWAP ? "" : " left to split"));
 }
 } // namespace
@@ -131,7 +136,9 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   auto fail = [&](const std::string& why) { throw std::invalid_argument(o.to_string() + ": " + why); };
   if (o.op == OptOp::NOLOCALS) {
     if (o.axis != 0 || o.amount != 0) fail("takes no axis and no amount");
-    if (std::count(ks.kind.begin(), ks.kind.end(), kLocal)) fail("the kernel has local dims already");
+    if (std::count(ks.kind.begin(), ks.kind.end(), kLocal) ||
+        std::count(ks.kind.begin(), ks.kind.end(), kGroup))
+      fail("the kernel has local or group dims already");
     ks.no_locals = true;
     return;
   }
@@ -140,8 +147,12 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if (o.axis < 0) fail("the axis must be 0 or more");
   size_t d = opt_dim(ks, o);
   if (o.op == OptOp::PADTO) {
-    int64_t size = ks.full[d], padded = o.amount < 2 ? 0 : (size + o.amount - 1) / o.amount * o.amount;
+    int64_t size = ks.full[d];
     if (o.amount < 2) fail("the amount must be 2 or more");
+    if (o.amount > 4 * size)
+      fail("padding " + std::to_string(size) + " iterations to " + std::to_string(o.amount) +
+           " would do more than 4x the work");
+    int64_t padded = (size + o.amount - 1) / o.amount * o.amount;
     if (padded == size)
       fail("the dim has " + std::to_string(size) + " iterations, a multiple of " + std::to_string(o.amount) +
            " already: nothing to pad");
@@ -163,10 +174,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
     for (size_t j = 0; j < order.size(); j++)
       order[j] = static_cast<int64_t>(j);
     std::swap(order[d], order[e]);
-    std::swap(ks.full[d], ks.full[e]);
-    std::swap(ks.out[d], ks.out[e]);
-    for (auto& [u, st] : sts)
-      st.views.back() = st.views.back().permute(order);
+    permute_all(ks, sts, order);
     return;
   }
   int64_t size = ks.full[d], amount = o.amount == 0 ? size : o.amount;

@@ -260,8 +260,9 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
     std::fflush(stdout);
   };
   const auto all = actions();
-  // the rounds leave time for the final duel: 6 runs of each list and their compiles
-  double explore_s = budget_s - 12 * r.hand_seconds - 0.2;
+  // the rounds leave time for the final duel: 3 rounds of both lists, each compiled and timed
+  // up to 3 times
+  double explore_s = budget_s - 20 * r.hand_seconds - 0.3;
   for (bool improved = true; improved && elapsed() < explore_s;) {
     std::vector<std::vector<Opt>> lists;
     for (auto& c : beam)
