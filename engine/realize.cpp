@@ -149,12 +149,18 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   std::string key =
       digest(print_tree(item.ast) + "\n" + kOptsVersion + "\ndevice " + get_device(dev).fingerprint() +
              "\nthreads " + std::to_string(settings().threads) + "\nbeam " + std::to_string(width));
+  // scratch buffers only once a candidate needs them: a cache hit (the usual case) takes none
   ScheduleItem scratch = item;
-  for (auto& b : scratch.bufs) {
-    b = std::make_shared<Buffer>(b->device, b->dtype, b->size);
-    std::vector<unsigned char> zeros(b->nbytes());
-    b->copyin(zeros.data());
-  }
+  bool scratch_made = false;
+  auto make_scratch = [&] {
+    if (scratch_made) return;
+    for (auto& b : scratch.bufs) {
+      b = std::make_shared<Buffer>(b->device, b->dtype, b->size);
+      std::vector<unsigned char> zeros(b->nbytes());
+      b->copyin(zeros.data());
+    }
+    scratch_made = true;
+  };
   auto legal = [&](const std::vector<Opt>& opts) {
     try {
       lower_kernel(item.ast, &opts);
@@ -165,6 +171,7 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   };
   Device& d = get_device(dev);
   auto prepare = [&](const std::vector<Opt>& opts) {
+    make_scratch();
     LoweredKernel k = lower_kernel(item.ast, &opts);
     auto c = std::make_shared<Compiled>();
     c->info.name = k.name;
