@@ -68,7 +68,8 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   };
   auto broadcast_in_some_view = [&](size_t d) { return !broadcast_views(d).empty(); };
   // The row: the innermost broadcast dim, whole when it fits two AVX-512 vectors of float32 (a
-  // 24- or 26-wide image row), else 32, 16, 8, 5 or 3 wide, else its largest divisor under 32.
+  // 24- or 26-wide image row), else 32 (from 96 up), 16, 8, 5, 4 or 3 wide, else its largest
+  // divisor under 32.
   // 5 and 3 fit the kernel windows of convolutions (their weight gradients reduce over the
   // whole batch for a 5x5 or 3x3 output: a tile over the window reuses each gradient load).
   // Measured: a 1024 matmul's 8x32 tile ran 1.7x faster than 8x16, a conv's 24-wide row 2x
