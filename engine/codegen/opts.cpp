@@ -149,16 +149,13 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if (o.op == OptOp::PADTO) {
     int64_t size = ks.full[d];
     if (o.amount < 2) fail("the amount must be 2 or more");
-    if (o.amount > 4 * size)
+    if (o.amount > 4 * size) // checked first: the rounding below cannot overflow then
       fail("padding " + std::to_string(size) + " iterations to " + std::to_string(o.amount) +
            " would do more than 4x the work");
     int64_t padded = (size + o.amount - 1) / o.amount * o.amount;
     if (padded == size)
       fail("the dim has " + std::to_string(size) + " iterations, a multiple of " + std::to_string(o.amount) +
            " already: nothing to pad");
-    if (padded > 4 * size)
-      fail("padding " + std::to_string(size) + " iterations to " + std::to_string(padded) +
-           " would do more than 4x the work");
     std::vector<std::pair<int64_t, int64_t>> arg(ks.full.size(), {0, 0});
     arg[d] = {0, padded - size};
     for (auto& [u, st] : sts) // full- and output-shaped views alike: a dim over outputs is in both
