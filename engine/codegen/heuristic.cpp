@@ -26,6 +26,10 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
     applied.push_back(o);
     return true;
   };
+  // A view loaded from a buffer over the kernel's full loop shape (not the output's view)
+  auto full_load = [&](const std::pair<const UOp*, ShapeTracker>& e) {
+    return loaded.count(e.first) && e.second.shape() == ks.full;
+  };
   bool has_reduce = false;
   for (size_t d = 0; d < ks.full.size(); d++)
     has_reduce |= ks.reduces(d);
@@ -39,8 +43,9 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
     for (size_t d = n - 1; d-- > 0;) {
       if (ks.full[d] < 16) continue;
       bool strided = false, contiguous = false;
-      for (auto& [u, st] : sts) {
-        if (!loaded.count(u) || st.shape() != ks.full) continue;
+      for (auto& e : sts) {
+        if (!full_load(e)) continue;
+        const ShapeTracker& st = e.second;
         // one step along d from the origin (a pooled view has two views: no single stride)
         std::vector<int64_t> at(n, 0);
         int64_t o0 = st.offset_of(at);
@@ -61,9 +66,7 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   auto broadcast_views = [&](size_t d) {
     std::vector<size_t> vs;
     for (size_t k = 0; k < sts.size(); k++)
-      if (loaded.count(sts[k].first) && sts[k].second.shape() == ks.full &&
-          sts[k].second.views.back().strides[d] == 0)
-        vs.push_back(k);
+      if (full_load(sts[k]) && sts[k].second.views.back().strides[d] == 0) vs.push_back(k);
     return vs;
   };
   auto broadcast_in_some_view = [&](size_t d) { return !broadcast_views(d).empty(); };
@@ -136,17 +139,15 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
       }
   }
   bool loads_in_reduce = false; // a reduce over constants (arange) folds away: nothing to unroll
-  for (auto& [u, st] : sts)
-    loads_in_reduce |= loaded.count(u) && st.shape() == ks.full;
+  for (auto& e : sts)
+    loads_in_reduce |= full_load(e);
   // A sum with no tile stays one plain loop: the renderer lets its additions be reordered and
   // clang vectorizes it whole, which it fails to do for unrolled copies of a long term.
   if (reduce_op == Ops::ADD && tile_size == 1) loads_in_reduce = false;
   for (size_t d = ks.full.size(); d-- > 0 && loads_in_reduce;)
     if (ks.kind[d] == kReduce) {
       for (int64_t amt : {8, 4, 2})
-        if (try_split(ks, sts, d, amt)) {
-          break;
-        }
+        if (try_split(ks, sts, d, amt)) break;
       break;
     }
   // Inputs bigger than the cache that the loops over outputs read again and again (a tall
@@ -174,12 +175,13 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   size_t r = std::find(ks.kind.begin(), ks.kind.end(), kReduce) - ks.kind.begin();
   int64_t step = 0; // bytes of the inputs per iteration of that reduce loop
   bool blocks = ks.stores_reduce && r < ks.full.size() && !outer.empty();
-  for (auto& [u, st] : sts)
-    if (blocks && loaded.count(u) && st.shape() == ks.full && st.views.back().strides[r] != 0)
-      step += bytes(st, loaded.at(u)) / ks.full[r];
   bool any_reread = false;
-  for (auto& [u, st] : sts)
-    any_reread |= loaded.count(u) && st.shape() == ks.full && reread(st, loaded.at(u));
+  for (auto& e : sts) {
+    if (!full_load(e)) continue;
+    auto& [u, st] = e;
+    if (blocks && st.views.back().strides[r] != 0) step += bytes(st, loaded.at(u)) / ks.full[r];
+    any_reread |= reread(st, loaded.at(u));
+  }
   if (blocks && any_reread && step > 0) {
     for (int64_t amt = std::min(ks.full[r] / 2, kBlockBytes / step); amt >= 16; amt--)
       if (ks.full[r] % amt == 0) {
@@ -196,8 +198,9 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   if (outer.size() == 2) {
     auto traffic = [&](size_t o) { // bytes read from memory with loop o outermost
       int64_t total = 0;
-      for (auto& [u, st] : sts) {
-        if (!loaded.count(u) || st.shape() != ks.full) continue;
+      for (auto& e : sts) {
+        if (!full_load(e)) continue;
+        auto& [u, st] = e;
         int64_t n = bytes(st, loaded.at(u));
         total += st.views.back().strides[o] == 0 && n > kCacheBytes ? n * ks.full[o] : n;
       }

@@ -1,6 +1,7 @@
 #include "engine/codegen/opts.h"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace mg {
@@ -34,8 +35,10 @@ bool acts_on(OptOp op, int kind) {
   return on_reduce ? kind == kReduce : kind == kGlobal;
 }
 
-constexpr OptOp kAllOps[] = {OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP,     OptOp::LOCAL, OptOp::NOLOCALS,
-                             OptOp::PADTO,  OptOp::GROUP,  OptOp::GROUPTOP, OptOp::BLOCK};
+// The names, in the order of enum OptOp.
+constexpr const char* kNames[] = {"UPCAST", "UNROLL", "SWAP",     "LOCAL", "NOLOCALS",
+                                  "PADTO",  "GROUP",  "GROUPTOP", "BLOCK"};
+static_assert(std::size(kNames) == static_cast<size_t>(OptOp::BLOCK) + 1, "a name for every OptOp");
 
 // The loops and every view in a new order of dims.
 void permute_all(KernelShape& ks, ViewList& sts, const std::vector<int64_t>& order) {
@@ -61,35 +64,13 @@ void move_dim(KernelShape& ks, ViewList& sts, size_t from, size_t to) {
 
 } // namespace
 
-const char* name(OptOp op) {
-  switch (op) {
-  case OptOp::UPCAST:
-    return "UPCAST";
-  case OptOp::UNROLL:
-    return "UNROLL";
-  case OptOp::SWAP:
-    return "SWAP";
-  case OptOp::LOCAL:
-    return "LOCAL";
-  case OptOp::NOLOCALS:
-    return "NOLOCALS";
-  case OptOp::PADTO:
-    return "PADTO";
-  case OptOp::GROUP:
-    return "GROUP";
-  case OptOp::GROUPTOP:
-    return "GROUPTOP";
-  case OptOp::BLOCK:
-    return "BLOCK";
-  }
-  return "?";
-}
+const char* name(OptOp op) { return kNames[static_cast<size_t>(op)]; }
 
 OptOp opt_op(const std::string& n) {
   std::string known;
-  for (OptOp op : kAllOps) {
-    if (n == name(op)) return op;
-    known += (known.empty() ? "" : ", ") + std::string(name(op));
+  for (size_t i = 0; i < std::size(kNames); i++) {
+    if (n == kNames[i]) return static_cast<OptOp>(i);
+    known += (known.empty() ? "" : ", ") + std::string(kNames[i]);
   }
   throw std::invalid_argument("unknown opt '" + n + "' (known: " + known + ")");
 }

@@ -30,6 +30,7 @@ namespace mg {
 //           each block of the reduce (amount long) runs over all the outputs before the next:
 //           its slice of the inputs stays in the cache. The output holds the partial result
 //           between blocks (a kernel that stores its reduce as is).
+// (opts.cpp names them in this order)
 enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP, BLOCK };
 
 struct Opt {
