@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/codegen/opts.h"
 #include "engine/dtype.h"
 #include "engine/uop.h"
 
@@ -48,12 +49,18 @@ void set_alloc_hook(std::function<void(size_t bytes, bool miss)> hook);
 size_t buffer_size(const Buffer& b);
 std::string buffer_string(const Buffer& b);
 
+// How a kernel is launched: a CPU splits its outermost loop over `cores` cores (1: the calling
+// thread runs it); a GPU runs global_size work-groups of local_size threads each.
+struct Launch {
+  int cores = 1;
+  Shape global_size, local_size;
+};
+
 // A compiled kernel, ready to launch on its buffers.
 class Program {
 public:
   virtual ~Program() = default;
-  // Runs on up to `cores` cores (1: on the calling thread).
-  virtual void run(void** bufs, size_t n, int cores) = 0;
+  virtual void run(void** bufs, size_t n, const Launch& launch) = 0;
 };
 
 class Device {
@@ -78,6 +85,14 @@ public:
   virtual std::string fingerprint() const { return name(); }
   // Compiles done by this process (the on-disk cache makes repeats free).
   virtual int compile_count() const { return 0; }
+  // What kernels are lowered for (a GPU keeps thread ids and work-groups).
+  virtual Target target() const { return {}; }
+  // Why this device cannot run kernels here ("" when it can). Rendering and compiling work
+  // either way: creating a device needs no hardware, allocating on it does.
+  virtual std::string unavailable() const { return ""; }
+  // What the device's compiler makes of `src`, as text to read (SPIR-V disassembly, PTX), or ""
+  // where that is the source itself or machine code. Needs no hardware.
+  virtual std::string compiled_text(const std::string& fn, const std::string& src) { return ""; }
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

@@ -62,7 +62,9 @@ namespace mg {
   X(SPECIAL, Kernel) /* a launch dim: arg gidx0..2, src its size; the CPU runs it as a loop */        \
   X(ENDRANGE, Kernel)                                                                                        \
   X(DEFINE_ACC, Kernel)                                                                                      \
-  X(ASSIGN, Kernel)
+  X(ASSIGN, Kernel)                                                                                           \
+  X(DEFINE_LOCAL, Kernel) /* a work-group's shared array: arg {id, size} (GPU GROUP partials) */            \
+  X(BARRIER, Kernel)      /* every thread of the work-group waits here; src the stores before it */
 // clang-format on
 
 enum class Ops : uint8_t {

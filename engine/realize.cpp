@@ -98,6 +98,8 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
   return stages_of(ast, lower_kernel(ast));
 }
 
+static Target target_of(const ScheduleItem& item) { return get_device(item.bufs.at(0)->device).target(); }
+
 // Worth splitting across cores only when big: waking other threads costs microseconds.
 static bool worth_splitting(const LoweredKernel& k, const KernelInfo& info) {
   return settings().threads > 1 && parallel_loop(k.linear) != nullptr &&
@@ -119,6 +121,8 @@ static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const
   c->info.device = dev;
   c->info.full_shape = k.full_shape;
   c->info.out_shape = k.out_shape;
+  c->info.global_size = k.global_size;
+  c->info.local_size = k.local_size;
   for (auto& o : k.opts)
     c->info.opts.push_back(o.to_string());
   estimate(k, c->info, item);
@@ -136,8 +140,8 @@ static double run_compiled(const Compiled& c, const ScheduleItem& item) {
   for (auto& b : item.bufs)
     ptrs.push_back(b->ptr());
   auto t0 = std::chrono::steady_clock::now();
-  int cores = c.info.parallel ? settings().threads : 1;
-  if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), cores);
+  Launch launch{c.info.parallel ? settings().threads : 1, c.info.global_size, c.info.local_size};
+  if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -145,7 +149,8 @@ static double run_compiled(const Compiled& c, const ScheduleItem& item) {
 // same sizes, never on the user's data; each is timed as the best of 3 runs.
 static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   const std::string& dev = item.bufs.at(0)->device;
-  LoweredKernel hand = lower_kernel(item.ast);
+  Target target = target_of(item);
+  LoweredKernel hand = lower_kernel(item.ast, nullptr, target);
   std::string key =
       digest(print_tree(item.ast) + "\n" + kOptsVersion + "\ndevice " + get_device(dev).fingerprint() +
              "\nthreads " + std::to_string(settings().threads) + "\nbeam " + std::to_string(width));
@@ -163,7 +168,7 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   };
   auto legal = [&](const std::vector<Opt>& opts) {
     try {
-      lower_kernel(item.ast, &opts);
+      lower_kernel(item.ast, &opts, target);
       return true;
     } catch (const std::exception&) {
       return false;
@@ -172,9 +177,11 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   Device& d = get_device(dev);
   auto prepare = [&](const std::vector<Opt>& opts) {
     make_scratch();
-    LoweredKernel k = lower_kernel(item.ast, &opts);
+    LoweredKernel k = lower_kernel(item.ast, &opts, target);
     auto c = std::make_shared<Compiled>();
     c->info.name = k.name;
+    c->info.global_size = k.global_size;
+    c->info.local_size = k.local_size;
     estimate(k, c->info, scratch);
     c->info.parallel = worth_splitting(k, c->info);
     c->info.src = d.render(k.name, k.linear, c->info.parallel);
@@ -182,8 +189,8 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
                  [c, &scratch] { return run_compiled(*c, scratch); }};
   };
   int before = d.compile_count();
-  auto r = beam_search(key, hand.name, width, settings().beam_budget, settings().threads, hand.opts, legal,
-                       prepare);
+  auto r = beam_search(key, hand.name, width, settings().beam_budget, settings().threads, target.gpu,
+                       hand.opts, legal, prepare);
   global_counters().kernels_compiled += d.compile_count() - before;
   return r.opts;
 }
@@ -197,13 +204,13 @@ static Compiled& compiled_for(const ScheduleItem& item) {
   if (auto it = per_dev.find(item.ast.get()); it != per_dev.end()) return *it->second;
   if (beam > 0) {
     std::vector<Opt> opts = beam_opts(item, beam);
-    return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast, &opts)));
+    return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast, &opts, target_of(item))));
   }
-  return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast)));
+  return *(per_dev[item.ast.get()] = compile_lowered(item, lower_kernel(item.ast, nullptr, target_of(item))));
 }
 
 KernelRun try_opts(const ScheduleItem& item, const std::vector<Opt>& opts, int repeats, KernelInfo& info) {
-  auto c = compile_lowered(item, lower_kernel(item.ast, &opts));
+  auto c = compile_lowered(item, lower_kernel(item.ast, &opts, target_of(item)));
   double best = 0;
   for (int i = 0; i < std::max(1, repeats); i++) {
     double s = run_compiled(*c, item);

@@ -97,7 +97,8 @@ public:
   }
   CpuProgram(const CpuProgram&) = delete;
   CpuProgram& operator=(const CpuProgram&) = delete;
-  void run(void** bufs, size_t, int cores) override {
+  void run(void** bufs, size_t, const Launch& launch) override {
+    int cores = launch.cores;
     if (cores <= 1) return fn_(bufs, 0, 1);
     pool().run(cores, [&](int core) { fn_(bufs, core, cores); });
   }

@@ -7,11 +7,77 @@
 
 namespace mg {
 
+namespace {
+
+// A GPU's choice, after tinygrad's: a long reduce with few outputs is shared by the threads of a
+// work-group (GROUPTOP), each thread computes a small tile of outputs along dims where an input
+// is broadcast, the reduce is unrolled, and local dims are taken from the innermost outward, up
+// to 256 threads a work-group. A dim still too long for the launch gets more copies per thread.
+std::vector<Opt> gpu_opts(KernelShape& ks, ViewList& sts, const std::unordered_map<const UOp*, DType>& loaded,
+                          const Target& target) {
+  std::vector<Opt> applied;
+  auto try_opt = [&](OptOp op, size_t d, int64_t amount) {
+    if (ks.full[d] % amount != 0) return false;
+    Opt o = opt_at(ks, op, d, amount);
+    try {
+      apply_opt(ks, sts, o);
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+    applied.push_back(o);
+    return true;
+  };
+  auto broadcast = [&](size_t d) {
+    for (auto& [u, st] : sts)
+      if (loaded.count(u) && st.shape() == ks.full && st.views.back().strides[d] == 0) return true;
+    return false;
+  };
+  int64_t outputs = 1;
+  for (size_t d = 0; d < ks.full.size(); d++)
+    if (!ks.reduces(d)) outputs *= ks.full[d];
+  size_t r = std::find(ks.kind.begin(), ks.kind.end(), kReduce) - ks.kind.begin();
+  int64_t threads = 1;
+  if (r < ks.full.size() && outputs <= 2048 && ks.full[r] >= 256)
+    for (int64_t amt : {256, 128, 64, 32, 16})
+      if (try_opt(OptOp::GROUPTOP, r, amt)) {
+        threads = amt;
+        break;
+      }
+  int upcasts = 0;
+  for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;)
+    if (ks.kind[d] == kGlobal && ks.full[d] >= 16 && broadcast(d) && try_opt(OptOp::UPCAST, d, 4)) upcasts++;
+  for (size_t d = ks.full.size(); d-- > 0;)
+    if (ks.kind[d] == kReduce) {
+      try_opt(OptOp::UNROLL, d, 4);
+      break;
+    }
+  int dims = 0;
+  for (size_t d = ks.full.size(); d-- > 0 && dims < 2;) {
+    if (ks.kind[d] != kGlobal || ks.full[d] == 1) continue;
+    for (int64_t amt : {256, 128, 64, 32, 16, 8, 4, 2})
+      if (threads * amt <= std::min<int64_t>(256, target.max_local) && (dims == 0 || amt <= 16) &&
+          try_opt(OptOp::LOCAL, d, amt)) {
+        threads *= amt;
+        break;
+      }
+    dims++;
+  }
+  for (size_t d = 0; d < ks.full.size(); d++)
+    if (ks.kind[d] == kGlobal && ks.full[d] > target.max_groups)
+      for (int64_t amt : {16, 8, 4, 2})
+        if (ks.full[d] / amt <= target.max_groups && try_opt(OptOp::UPCAST, d, amt)) break;
+  return applied;
+}
+
+} // namespace
+
 // tinygrad-style hand-coded optimisations for a CPU: in a reduction, compute a tile of outputs
 // per loop iteration along dims where an input is broadcast (each loaded value is reused
 // across the tile, kept in registers), and unroll the innermost reduce loop.
 std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
-                                 const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op) {
+                                 const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
+                                 const Target& target) {
+  if (target.gpu) return gpu_opts(ks, sts, loaded, target);
   std::vector<Opt> applied;
   // Applies the opt on loop dim d when it is legal; the divisibility test first skips most
   // illegal ones without an exception.

@@ -1,4 +1,4 @@
-// The hand-coded choice of opts for a CPU kernel, as tinygrad's heuristic.py: what runs when
+// The hand-coded choice of opts for a kernel, as tinygrad's heuristic.py: what runs when
 // neither NOOPT nor a list of opts given by hand (show.opts) says otherwise.
 #pragma once
 #include <unordered_map>
@@ -10,7 +10,9 @@ namespace mg {
 
 // Applies the opts it picks to ks and sts and returns them, in order. `loaded`: the views that
 // are loaded from buffers, with the type loaded; `reduce_op`: the kernel's reduction (SINK for none).
+// A GPU target gets a GPU's choice: work-groups, and few copies per thread.
 std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
-                                 const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op);
+                                 const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
+                                 const Target& target = {});
 
 } // namespace mg

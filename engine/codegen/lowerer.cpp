@@ -42,9 +42,11 @@ const PatternMatcher& pm_divide() {
 }
 
 struct Lowerer {
-  Lowerer(KernelShape ks, DType it) : ks(std::move(ks)), it(it) {}
+  Lowerer(KernelShape ks, DType it, const Target& target) : ks(std::move(ks)), it(it), target(target) {}
   KernelShape ks;
-  DType it;                   // index dtype: int32 unless some view can reach past 2^31
+  DType it; // index dtype: int32 unless some view can reach past 2^31
+  Target target;
+  int nlocal = 0;             // shared arrays made so far
   std::vector<UOpRef> ranges; // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
   std::unordered_map<const UOp*, UOpRef> memo;
 
@@ -64,17 +66,19 @@ struct Lowerer {
     Ops op = u->rarg().op;
     UOpRef v = lower(u->src[0]);
     std::vector<UOpRef> loops{v}, groups;
+    std::vector<size_t> group_dims;
     int64_t lanes_dim = -1;
     for (auto a : u->rarg().axes) {
       if (ks.full[a] == 1) continue;
       if (ks.kind[a] == kReduce) loops.push_back(ranges[a]);
-      if (ks.kind[a] == kGroup) groups.push_back(ranges[a]);
+      if (ks.kind[a] == kGroup) groups.push_back(ranges[a]), group_dims.push_back(static_cast<size_t>(a));
       if (ks.kind[a] == kUnroll) lanes_dim = a;
     }
     // A group's partial results (each a reduce over the other dims) are combined by a reduce
-    // over the group dims around it.
+    // over the group dims around it; on a GPU, through shared memory.
     auto grouped = [&](const UOpRef& partial) {
       if (groups.empty()) return partial;
+      if (target.gpu) return shared_combine(partial, group_dims, op);
       std::vector<UOpRef> src{partial};
       src.insert(src.end(), groups.begin(), groups.end());
       return UOp::make(Ops::REDUCE, u->dtype, src, ReduceArg{op, {}});
@@ -97,6 +101,44 @@ struct Lowerer {
       l = UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
     }
     return grouped(fold(lanes));
+  }
+
+  // On a GPU the group dims are threads of one work-group. Each stores its partial result in a
+  // shared array (one slot per thread and UPCAST copy), all wait at a barrier, then each combines
+  // the group's partials: every thread gets the same value, and only the first stores it.
+  UOpRef shared_combine(const UOpRef& partial, const std::vector<size_t>& group_dims, Ops op) {
+    auto idx = [&](int64_t v) { return UOp::cconst(it, static_cast<double>(v)); };
+    UOpRef thread = idx(0), tile = idx(0);
+    int64_t threads = 1, copies = 1;
+    for (auto d = group_dims.rbegin(); d != group_dims.rend(); ++d)
+      thread = alu(Ops::ADD, {thread, alu(Ops::MUL, {ranges[*d], idx(threads)})}), threads *= ks.full[*d];
+    for (size_t d = ks.full.size(); d-- > 0;)
+      if (ks.kind[d] == kUpcast && ks.full[d] > 1)
+        tile = alu(Ops::ADD, {tile, alu(Ops::MUL, {ranges[d], idx(copies)})}), copies *= ks.full[d];
+    DType dt = partial->dtype;
+    if (threads * copies * itemsize(dt) > target.max_shared)
+      throw std::invalid_argument("GROUP: " + std::to_string(threads * copies) + " partial results need " +
+                                  std::to_string(threads * copies * itemsize(dt)) +
+                                  " bytes of shared memory; the device has " +
+                                  std::to_string(target.max_shared));
+    UOpRef buf = UOp::make(Ops::DEFINE_LOCAL, dt, {}, std::vector<int64_t>{nlocal++, threads * copies});
+    UOpRef slot = alu(Ops::ADD, {alu(Ops::MUL, {thread, idx(copies)}), tile});
+    UOpRef store = UOp::make(Ops::STORE, DType::Void, {UOp::make(Ops::INDEX, dt, {buf, slot}), partial});
+    UOpRef barrier = UOp::make(Ops::BARRIER, DType::Void, {store});
+    UOpRef r = UOp::make(Ops::RANGE, it, {idx(threads)},
+                         std::vector<int64_t>{static_cast<int64_t>(ks.full.size()) + nlocal, kReduce});
+    UOpRef at = alu(Ops::ADD, {alu(Ops::MUL, {r, idx(copies)}), tile});
+    UOpRef load = UOp::make(Ops::LOAD, dt, {UOp::make(Ops::INDEX, dt, {buf, at}), barrier});
+    return UOp::make(Ops::REDUCE, dt, {load, r}, ReduceArg{op, {}});
+  }
+
+  // On a GPU with group dims, only the group's first thread stores.
+  UOpRef first_in_group(UOpRef valid) {
+    if (!target.gpu) return valid;
+    for (size_t d = 0; d < ks.full.size(); d++)
+      if (ks.kind[d] == kGroup && ks.full[d] > 1)
+        valid = alu(Ops::AND, {valid, alu(Ops::CMPLT, {ranges[d], UOp::cconst(it, 1)})});
+    return valid;
   }
 
   // The value stored: under BLOCK, the reduce over this block combined with the partial result
@@ -133,6 +175,7 @@ struct Lowerer {
     case Ops::STORE: {
       const ShapeTracker& st = u->src[1]->st();
       auto [idx, valid] = st.to_indexed(idxs_for(st.shape()), it);
+      if (u->op == Ops::STORE) valid = first_in_group(valid);
       std::vector<UOpRef> isrc{u->src[0], idx};
       bool gated = !(valid->op == Ops::CONST && valid->const_value() != 0);
       if (gated) isrc.push_back(valid);
@@ -222,11 +265,63 @@ UOpRef apply_views(const UOpRef& ast, const KernelShape& ks, const ViewList& sts
 // over outputs stay loops. The
 // AST is lowered through them, and the STORE copied once per value of each UPCAST dim.
 // `launch` receives each SPECIAL with the RANGE a CPU runs in its place.
-UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it,
-                      std::vector<std::pair<UOpRef, UOpRef>>& launch) {
-  Lowerer lw(ks, it);
-  int globals = 0, locals = 0;
+// A GPU target numbers the launch dims from the innermost (gidx0: adjacent threads touch adjacent
+// memory), folds global dims beyond three into gidx2, and runs group dims as local threads.
+void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
+                std::vector<std::pair<UOpRef, UOpRef>>& launch) {
+  std::vector<size_t> globals, locals;
   for (size_t d = 0; d < ks.full.size(); d++) {
+    lw.ranges.push_back(UOp::cconst(it, 0));
+    if (ks.full[d] == 1) continue;
+    UOpRef size = UOp::cconst(it, static_cast<double>(ks.full[d]));
+    lw.ranges[d] =
+        UOp::make(Ops::RANGE, it, {size}, std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
+    if (ks.kind[d] == kGlobal) globals.push_back(d);
+    if (ks.kind[d] == kLocal || ks.kind[d] == kGroup) locals.push_back(d);
+  }
+  auto special = [&](const std::string& name, int64_t size, int64_t limit, const char* what) {
+    if (size > limit)
+      throw std::invalid_argument("launch dim " + name + " has " + std::to_string(size) + " " + what +
+                                  "; the device allows " + std::to_string(limit));
+    launch.push_back(
+        {UOp::make(Ops::SPECIAL, it, {UOp::cconst(it, static_cast<double>(size))}, name), nullptr});
+    return launch.back().first;
+  };
+  if (locals.size() > 3) throw std::invalid_argument("more than 3 local and group dims");
+  int64_t threads = 1;
+  for (size_t k = 0; k < locals.size(); k++) {
+    size_t d = locals[locals.size() - 1 - k];
+    threads *= ks.full[d];
+    lw.ranges[d] = special("lidx" + std::to_string(k), ks.full[d], lw.target.max_local, "threads");
+  }
+  if (threads > lw.target.max_local)
+    throw std::invalid_argument("a work-group of " + std::to_string(threads) +
+                                " threads; the device allows " + std::to_string(lw.target.max_local));
+  size_t n = globals.size();
+  for (size_t k = 0; k < std::min<size_t>(n, 2); k++) {
+    size_t d = globals[n - 1 - k];
+    lw.ranges[d] = special("gidx" + std::to_string(k), ks.full[d], lw.target.max_groups, "work-groups");
+  }
+  if (n < 3) return;
+  int64_t total = 1; // gidx2 spans the outer dims: each dim's index by division and remainder
+  for (size_t k = 0; k + 2 < n; k++)
+    total *= ks.full[globals[k]];
+  UOpRef g2 = special("gidx2", total, lw.target.max_groups, "work-groups");
+  int64_t inner = total;
+  for (size_t k = 0; k + 2 < n; k++) {
+    size_t d = globals[k];
+    inner /= ks.full[d];
+    UOpRef v = inner > 1 ? alu(Ops::IDIV, {g2, UOp::cconst(it, static_cast<double>(inner))}) : g2;
+    lw.ranges[d] = k == 0 ? v : alu(Ops::MOD, {v, UOp::cconst(it, static_cast<double>(ks.full[d]))});
+  }
+}
+
+UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it, const Target& target,
+                      std::vector<std::pair<UOpRef, UOpRef>>& launch) {
+  Lowerer lw(ks, it, target);
+  int globals = 0, locals = 0;
+  if (target.gpu) gpu_launch(lw, ks, it, launch);
+  for (size_t d = 0; d < ks.full.size() && !target.gpu; d++) {
     if (ks.full[d] == 1) {
       lw.ranges.push_back(UOp::cconst(it, 0));
       continue;
@@ -256,7 +351,7 @@ UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it,
 
 } // namespace
 
-LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
+LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, const Target& target) {
   LoweredKernel k;
   KernelShape ks = kernel_shape(ast);
   k.out_shape = ks.out;
@@ -279,7 +374,7 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
       if (u->op == Ops::LOAD) loaded[u->src[1].get()] = u->dtype;
       if (u->op == Ops::REDUCE_AXIS) reduce_op = u->rarg().op;
     }
-    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op);
+    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op, target);
   }
   k.ast = apply_views(ast, ks, sts);
   k.full_shape = ks.full;
@@ -287,18 +382,22 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts) {
   for (auto& [u, st] : sts)
     reach = std::max(reach, st.max_index_value());
   std::vector<std::pair<UOpRef, UOpRef>> launch;
-  k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32, launch);
-  for (auto& [special, range] : launch)
-    (std::get<std::string>(special->arg)[0] == 'g' ? k.global_size : k.local_size)
-        .push_back(static_cast<int64_t>(special->src[0]->const_value()));
+  k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32, target, launch);
+  for (auto& [special, range] : launch) { // gidx<i> / lidx<i>: size i
+    const std::string& nm = std::get<std::string>(special->arg);
+    Shape& dims = nm[0] == 'g' ? k.global_size : k.local_size;
+    size_t i = static_cast<size_t>(nm.back() - '0');
+    if (dims.size() <= i) dims.resize(i + 1, 1);
+    dims[i] = static_cast<int64_t>(special->src[0]->const_value());
+  }
   size_t dims = std::max(k.global_size.size(), k.local_size.size()); // as many of each, 1 for none
   k.global_size.resize(dims, 1);
   k.local_size.resize(dims, 1);
   // The CPU runs each launch dim as the loop it stands for (the outermost one split across cores).
   std::vector<std::pair<const UOp*, UOpRef>> to_loops;
   for (auto& [special, range] : launch)
-    to_loops.push_back({special.get(), range});
-  UOpRef loops = launch.empty() ? k.lowered : substitute(k.lowered, to_loops);
+    if (range) to_loops.push_back({special.get(), range});
+  UOpRef loops = to_loops.empty() ? k.lowered : substitute(k.lowered, to_loops);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
   k.simplified =
       graph_rewrite(graph_rewrite(loops, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());

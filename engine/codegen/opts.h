@@ -63,6 +63,16 @@ struct KernelShape {
   }
 };
 
+// What a kernel is lowered for. A CPU runs the launch dims as loops, one thread per core; a GPU
+// keeps them as thread and work-group ids (SPECIAL gidx/lidx), runs GROUP dims as threads of one
+// work-group that combine their partial results in shared memory, and limits the launch.
+struct Target {
+  bool gpu = false;
+  int64_t max_local = 1024;        // threads per work-group
+  int64_t max_groups = 2147483647; // work-groups along one launch dim (Vulkan: 65535)
+  int64_t max_shared = 16384;      // bytes of shared memory a GROUP's partials may take
+};
+
 // Every VIEW of the kernel's AST with its ShapeTracker, reshaped along with the loops.
 using ViewList = std::vector<std::pair<const UOp*, ShapeTracker>>;
 

@@ -96,8 +96,9 @@ void cache_put(const std::string& key, const BeamResult& r) {
 // dims, by the amounts a CPU's registers and vectors like, swaps of the outer loops, local
 // blocks of the first two dims over outputs (on a CPU, loops inside all others), padding of the
 // first three to a vector's width, and blocks of the first reduce dim (cache blocking). Not
-// GROUP: on a CPU's one thread per output it only adds a loop.
-std::vector<Opt> actions() {
+// GROUP on a CPU: with one thread per output it only adds a loop. On a GPU: work-group sizes
+// for the first three dims, and GROUP/GROUPTOP (threads sharing a reduce), not BLOCK.
+std::vector<Opt> actions(bool gpu) {
   std::vector<Opt> a;
   for (int64_t axis = 0; axis < 6; axis++)
     for (int64_t amt : {2, 3, 4, 5, 8, 16})
@@ -108,9 +109,14 @@ std::vector<Opt> actions() {
   for (int64_t axis = 0; axis < 3; axis++)
     for (int64_t other = axis + 1; other < 4; other++)
       a.push_back({OptOp::SWAP, axis, other});
-  for (int64_t axis = 0; axis < 2; axis++)
-    for (int64_t amt : {4, 8, 16, 32})
-      a.push_back({OptOp::LOCAL, axis, amt});
+  for (int64_t axis = 0; axis < (gpu ? 3 : 2); axis++)
+    for (int64_t amt : {2, 4, 8, 16, 32})
+      if (gpu || amt > 2) a.push_back({OptOp::LOCAL, axis, amt});
+  if (gpu) {
+    for (int64_t amt : {16, 32, 64, 128, 256})
+      a.push_back({OptOp::GROUPTOP, 0, amt}), a.push_back({OptOp::GROUP, 0, amt});
+    return a;
+  }
   for (int64_t axis = 0; axis < 3; axis++)
     for (int64_t amt : {16, 32})
       a.push_back({OptOp::PADTO, axis, amt});
@@ -163,7 +169,7 @@ std::optional<std::vector<Opt>> parse_opts_text(const std::string& s) {
 }
 
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       int threads, const std::vector<Opt>& hand,
+                       int threads, bool gpu, const std::vector<Opt>& hand,
                        const std::function<bool(const std::vector<Opt>&)>& legal,
                        const PrepareOpts& prepare) {
   if (auto hit = cache_get(key); hit && legal(hit->opts)) {
@@ -259,7 +265,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
                   r.tried, best.seconds * 1e3, r.hand_seconds * 1e3, elapsed(), end);
     std::fflush(stdout);
   };
-  const auto all = actions();
+  const auto all = actions(gpu);
   // the rounds leave time for the final duel: 3 rounds of both lists, each compiled and timed
   // up to 3 times
   double explore_s = budget_s - 20 * r.hand_seconds - 0.3;

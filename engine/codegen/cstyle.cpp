@@ -1,0 +1,321 @@
+#include "engine/codegen/cstyle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "engine/codegen/linearize.h"
+#include "engine/codegen/opts.h"
+#include "engine/errors.h"
+
+namespace mg {
+
+std::string cstyle_literal(const Dialect& dl, DType d, double v) {
+  char b[64];
+  if (is_float(d)) {
+    if (std::isnan(v)) return dl.nan;
+    if (std::isinf(v)) return v > 0 ? dl.inf : "(-" + dl.inf + ")";
+    const std::string& suf = d == DType::Float64 ? dl.double_suffix : dl.float_suffix;
+    if (v == std::floor(v) && std::fabs(v) < 1e15)
+      std::snprintf(b, sizeof b, "%.1f", v);
+    else
+      std::snprintf(b, sizeof b, d == DType::Float64 ? "%.17g" : "%.9g", v);
+    std::string s = b + suf;
+    if (d == DType::Float16) s = dl.cast(d, s);
+    return std::signbit(v) ? "(" + s + ")" : s; // -0.0 too: x - -0.0f must not read as x--0.0f
+  }
+  if (d == DType::Bool) return dl.typed_literals ? dl.cast(d, v != 0 ? "1" : "0") : v != 0 ? "1" : "0";
+  if (d == DType::UInt64) {
+    std::snprintf(b, sizeof b, "%llu", static_cast<unsigned long long>(v));
+    return b + dl.uint64_suffix;
+  }
+  if (d == DType::Int64 && v <= -9223372036854775808.0) // INT64_MIN
+    return "(-9223372036854775807" + dl.int64_suffix + "-1" + dl.int64_suffix + ")";
+  std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
+  if (d == DType::Int64) return "(" + std::string(b) + dl.int64_suffix + ")";
+  if (d == DType::Int32 && v <= -2147483648.0) return "(-2147483647-1)";
+  if (d == DType::UInt32) return std::string(b) + dl.uint_suffix;
+  std::string s = v < 0 ? "(" + std::string(b) + ")" : b;
+  return d == DType::Int32 || !dl.typed_literals ? s : dl.cast(d, s);
+}
+
+namespace {
+
+std::string alu_expr(const Dialect& dl, const UOp& u, const std::vector<std::string>& a) {
+  if (dl.alu)
+    if (std::string e = dl.alu(u, a); !e.empty()) return e;
+  DType d = u.dtype;
+  auto bin = [&](const char* op) { return "(" + a[0] + op + a[1] + ")"; };
+  auto lit = [&](double v) { return cstyle_literal(dl, d, v); };
+  switch (u.op) {
+  case Ops::NEG:
+    return "(-" + a[0] + ")";
+  case Ops::EXP2:
+    return dl.math("exp2", d, a);
+  case Ops::LOG2:
+    return dl.math("log2", d, a);
+  case Ops::SIN:
+    return dl.math("sin", d, a);
+  case Ops::SQRT:
+    return dl.math("sqrt", d, a);
+  case Ops::POW:
+    return dl.math("pow", d, a);
+  case Ops::RECIP:
+    return "(" + lit(1) + "/" + a[0] + ")";
+  case Ops::CAST:
+    return dl.cast(d, a[0]);
+  case Ops::ADD:
+    return bin("+");
+  case Ops::SUB:
+    return bin("-");
+  case Ops::MUL:
+    return bin("*");
+  case Ops::IDIV:
+  case Ops::MOD: {
+    if (is_float(d)) return u.op == Ops::MOD ? dl.math("fmod", d, a) : dl.math("trunc", d, {bin("/")});
+    // integer x/0 traps (SIGFPE) in C: give 0 instead, unless the divisor is a known non-zero
+    const UOp& b = *u.src[1];
+    bool safe = b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1;
+    std::string e = bin(u.op == Ops::IDIV ? "/" : "%");
+    if (safe) return e;
+    if (is_unsigned(d)) return "(" + a[1] + "==" + lit(0) + "?" + lit(0) + ":" + e + ")";
+    // x/-1 is -x, and INT_MIN/-1 traps too
+    std::string special =
+        u.op == Ops::IDIV ? "(" + a[1] + "==" + lit(0) + "?" + lit(0) + ":-" + a[0] + ")" : lit(0);
+    return "((" + a[1] + "==" + lit(0) + "||" + a[1] + "==" + lit(-1) + ")?" + special + ":" + e + ")";
+  }
+  case Ops::FDIV:
+    return bin("/");
+  case Ops::MAX: // NaN wins, as in numpy and torch
+    if (is_float(d))
+      return "((" + a[0] + ">" + a[1] + "||" + a[0] + "!=" + a[0] + ")?" + a[0] + ":" + a[1] + ")";
+    return "((" + a[0] + ">" + a[1] + ")?" + a[0] + ":" + a[1] + ")";
+  case Ops::CMPLT:
+    return bin("<");
+  case Ops::CMPNE:
+    return bin("!=");
+  case Ops::AND:
+    return bin("&");
+  case Ops::OR:
+    return bin("|");
+  case Ops::XOR:
+    return bin("^");
+  case Ops::SHL:
+    return bin("<<");
+  case Ops::SHR:
+    return bin(">>");
+  case Ops::WHERE:
+    return "(" + a[0] + "?" + a[1] + ":" + a[2] + ")";
+  default:
+    break;
+  }
+  throw std::runtime_error("the " + dl.name + " renderer does not support " + name(u.op) + " yet");
+}
+
+// Whether alu_expr writes an operand more than once (so an inlined operand would be copied,
+// and nested copies grow the source exponentially): those operands get names instead.
+bool repeats_operands(const UOp& u) {
+  if (u.op == Ops::MAX) return is_float(u.dtype);
+  if (u.op == Ops::IDIV || u.op == Ops::MOD) {
+    const UOp& b = *u.src[1];
+    return !is_float(u.dtype) && !(b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1);
+  }
+  return false;
+}
+
+// The state of one rendering: what each node is called, and the body written so far.
+struct CRender {
+  explicit CRender(const Dialect& d) : dl(d) {}
+  const Dialect& dl;
+  std::unordered_map<const UOp*, int> uses, depth, nesting; // nesting: parentheses of an inlined value
+  std::unordered_map<const UOp*, const UOp*> user;
+  std::unordered_map<const UOp*, std::string> expr;
+  std::map<std::string, int> counters;
+  std::vector<std::string> shared;
+  std::ostringstream body;
+  int ind = 1;
+  const UOp* par = nullptr; // the loop split across cores, if any
+  bool par_nested = false;  // whether it has loops inside
+  bool one_acc = false;     // the kernel has a single accumulator
+
+  std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
+  void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
+  const std::string& E(const UOpRef& s) {
+    auto it = expr.find(s.get());
+    if (it != expr.end()) return it->second;
+    if (s->op == Ops::CONST) return expr[s.get()] = cstyle_literal(dl, s->dtype, s->const_value());
+    internal_error(dl.name + " renderer used " + name(s->op) + " before defining it");
+  }
+  // A named variable `prefix<N>` holding `value`.
+  void declare(const UOpRef& u, const std::string& prefix, const std::string& value) {
+    std::string n = fresh(prefix);
+    line(dl.type(u->dtype) + " " + n + " = " + value + ";");
+    expr[u.get()] = n;
+  }
+};
+
+void render_range(CRender& r, const UOpRef& u) {
+  int kind = static_cast<int>(u->varg()[1]);
+  const char* prefix = kind == kReduce  ? "ridx"
+                       : kind == kGroup ? "grp"
+                       : kind == kLocal ? "lidx"
+                       : kind == kBlock ? "blk"
+                                        : "gidx";
+  std::string n = prefix + std::to_string(u->varg()[0]);
+  std::string t = r.dl.type(u->dtype), sz = r.E(u->src[0]);
+  r.expr[u.get()] = n;
+  std::string lo = "0", hi = sz, share_lo = "(" + t + ")(" + sz + "*(long long)core/ncores)",
+              share_hi = "(" + t + ")(" + sz + "*(long long)(core+1)/ncores)";
+  // This core's share of the outermost loop. A loop with loops inside keeps its constant bounds
+  // and skips the other shares: with bounds that vary by core, clang vectorized a convolution's
+  // body 9x worse. A single loop takes the share as its bounds, or it would not vectorize.
+  bool skip = u.get() == r.par && r.par_nested;
+  if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
+  r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
+  if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
+  r.ind++;
+}
+
+// The element of a buffer or shared array the INDEX points at.
+std::string element(CRender& r, const UOp& idx) { return r.E(idx.src[0]) + "[" + r.E(idx.src[1]) + "]"; }
+bool is_shared(const UOp& idx) { return idx.src[0]->op == Ops::DEFINE_LOCAL; }
+
+void render_load(CRender& r, const UOpRef& u) {
+  const UOp& idx = *u->src[0];
+  std::string v = is_shared(idx) ? element(r, idx) : r.dl.load(u->dtype, element(r, idx));
+  if (idx.src.size() > 2) // gated
+    v = "(" + r.E(idx.src[2]) + "?" + v + ":" + cstyle_literal(r.dl, u->dtype, 0) + ")";
+  r.declare(u, "val", v);
+}
+
+void render_store(CRender& r, const UOpRef& u) {
+  const UOp& idx = *u->src[0];
+  std::string v = r.E(u->src[1]);
+  if (!is_shared(idx)) v = r.dl.store(u->src[1]->dtype, v);
+  std::string gate = idx.src.size() > 2 ? "if (" + r.E(idx.src[2]) + ") " : ""; // a padded dim (PADTO)
+  r.line(gate + element(r, idx) + " = " + v + ";");
+}
+
+// A kernel's only float sum may add its terms in any order, so clang vectorizes the loop into
+// partial sums, one per lane (16x faster for a sum of exponentials); C's strict order allows no
+// such thing. The term gets its own name first, so only the accumulation is reordered. Kernels
+// with a tile of accumulators (matmul) already have independent chains, and a term split off
+// its addition would no longer fuse into one multiply-add.
+bool is_float_sum(const CRender& r, const UOpRef& u) {
+  const UOpRef& v = u->src[1];
+  return r.dl.reassociate && r.one_acc && is_float(v->dtype) && v->op == Ops::ADD && v->src[0] == u->src[0];
+}
+
+void render_assign(CRender& r, const UOpRef& u) {
+  const std::string& acc = r.E(u->src[0]);
+  if (!is_float_sum(r, u)) return r.line(acc + " = " + r.E(u->src[1]) + ";");
+  const UOpRef& term = u->src[1]->src[1];
+  std::string t = r.E(term);
+  if (term->op != Ops::LOAD && r.expr.count(term.get()) && t.find_first_of("(+-*/?") != std::string::npos) {
+    r.declare(term, "red", t);
+    t = r.E(term);
+  }
+  r.line("{ _Pragma(\"clang fp reassociate(on)\") " + acc + " = (" + acc + "+" + t + "); }");
+}
+
+// Values are inlined into their single user when computed in the same loop (keeping the
+// compiler's bracket depth small); otherwise they get a name.
+void render_alu(CRender& r, const UOpRef& u) {
+  std::vector<std::string> a;
+  int nest = 1;
+  for (auto& s : u->src) {
+    a.push_back(r.E(s));
+    nest = std::max(nest, r.nesting[s.get()] + 1);
+  }
+  std::string e = alu_expr(r.dl, *u, a);
+  const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
+  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 && !repeats_operands(*us))
+    r.expr[u.get()] = e, r.nesting[u.get()] = nest;
+  else
+    r.declare(u, "alu", e);
+}
+
+void render_shared(CRender& r, const UOpRef& u) {
+  std::string n = "temp" + std::to_string(u->varg()[0]);
+  r.expr[u.get()] = n;
+  std::string decl = r.dl.type(u->dtype) + " " + n + "[" + std::to_string(u->varg()[1]) + "]";
+  if (r.dl.shared_in_body)
+    r.line(r.dl.shared + decl + ";");
+  else
+    r.shared.push_back(decl);
+}
+
+// What each non-ALU op of the linear program becomes.
+const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
+  static const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)> rules{
+      {Ops::CONST, [](CRender& r, const UOpRef& u) { r.E(u); }},
+      {Ops::DEFINE_GLOBAL,
+       [](CRender& r, const UOpRef& u) { r.expr[u.get()] = "data" + std::to_string(u->iarg()); }},
+      {Ops::DEFINE_LOCAL, render_shared},
+      {Ops::SPECIAL,
+       [](CRender& r, const UOpRef& u) {
+         const std::string& n = std::get<std::string>(u->arg);
+         r.line(r.dl.type(u->dtype) + " " + n + " = " + r.dl.special(n) + "; /* " + r.E(u->src[0]) + " */");
+         r.expr[u.get()] = n;
+       }},
+      {Ops::BARRIER, [](CRender& r, const UOpRef&) { r.line(r.dl.barrier); }},
+      {Ops::RANGE, render_range},
+      {Ops::ENDRANGE,
+       [](CRender& r, const UOpRef&) {
+         r.ind--;
+         r.line("}");
+       }},
+      {Ops::INDEX, [](CRender&, const UOpRef&) {}}, // written where it is loaded or stored
+      {Ops::LOAD, render_load},
+      {Ops::STORE, render_store},
+      {Ops::DEFINE_ACC, [](CRender& r, const UOpRef& u) { r.declare(u, "acc", r.E(u->src[0])); }},
+      {Ops::ASSIGN, render_assign},
+  };
+  return rules;
+}
+
+} // namespace
+
+std::string render_cstyle(const Dialect& dl, const std::string& fn, const std::vector<UOpRef>& linear,
+                          bool parallel) {
+  CRender r(dl);
+  KernelParts parts{fn, {}, {}, {}, "", &linear};
+  std::map<int64_t, DType> globals;
+  int dep = 0;
+  for (auto& u : linear) {
+    if (u->op == Ops::ENDRANGE) dep--;
+    r.depth[u.get()] = dep;
+    if (u->op == Ops::RANGE) dep++;
+    for (auto& s : u->src)
+      r.uses[s.get()]++, r.user[s.get()] = u.get();
+    if (u->op == Ops::DEFINE_GLOBAL) globals[u->iarg()] = u->dtype;
+    if (u->op == Ops::SPECIAL && std::get<std::string>(u->arg)[0] == 'l') {
+      size_t i = static_cast<size_t>(std::get<std::string>(u->arg).back() - '0');
+      if (parts.local_size.size() <= i) parts.local_size.resize(i + 1, 1);
+      parts.local_size[i] = static_cast<int64_t>(u->src[0]->const_value());
+    }
+  }
+  r.par = parallel ? parallel_loop(linear) : nullptr;
+  r.one_acc = std::count_if(linear.begin(), linear.end(),
+                            [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) == 1;
+  r.par_nested =
+      std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::RANGE; }) > 1;
+  const auto& rules = c_rules();
+  for (auto& u : linear) {
+    auto it = rules.find(u->op);
+    if (it != rules.end())
+      it->second(r, u);
+    else
+      render_alu(r, u);
+  }
+  parts.globals.assign(globals.begin(), globals.end());
+  parts.shared = r.shared;
+  parts.body = r.body.str();
+  return dl.header(parts);
+}
+
+} // namespace mg

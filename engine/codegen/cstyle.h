@@ -1,0 +1,55 @@
+// The renderer shared by the C-like languages (C, OpenCL C, CUDA C, GLSL), after tinygrad's
+// CStyleLanguage: one walk over the linear program, and a dialect that says only where a
+// language differs (type names, launch ids, math functions, the kernel's signature).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/uop.h"
+
+namespace mg {
+
+// What a dialect's header sees: the kernel's name, its buffers (index, element dtype; 0 is the
+// output), its work-group size (from the SPECIAL lidx), its shared arrays and its body.
+struct KernelParts {
+  std::string fn;
+  std::vector<std::pair<int64_t, DType>> globals;
+  Shape local_size;
+  std::vector<std::string> shared; // declarations, "float temp0[256]"
+  std::string body;
+  const std::vector<UOpRef>* linear;
+};
+
+struct Dialect {
+  std::string name;
+  std::function<std::string(DType)> type;    // a value's type
+  std::function<std::string(DType)> storage; // a buffer element's type; default: type
+  // a loaded element as a value, and a value as the element stored; default: as is
+  std::function<std::string(DType, const std::string&)> load, store;
+  std::function<std::string(DType, const std::string&)> cast; // default: ((T)x)
+  // exp2, log2, sin, sqrt, pow, fmod, trunc for a float dtype; default: C's, f-suffixed for float
+  std::function<std::string(const std::string& f, DType, const std::vector<std::string>&)> math;
+  // An op the dialect writes its own way, or "" for the common C form.
+  std::function<std::string(const UOp&, const std::vector<std::string>&)> alu;
+  std::function<std::string(const std::string& name)> special; // gidx0 / lidx0 -> the id
+  std::string inf = "INFINITY", nan = "NAN";
+  std::string int64_suffix = "ll", uint64_suffix = "ull", uint_suffix = "u";
+  std::string float_suffix = "f", double_suffix = "";
+  std::string barrier;         // a work-group barrier statement
+  std::string shared;          // prefix of a shared array's declaration
+  bool shared_in_body = true;  // false: the header declares them (GLSL: at global scope)
+  bool reassociate = false;    // a lone float sum may add in any order (clang's pragma)
+  bool typed_literals = false; // narrow ints and bools written as typed values (no implicit conversion)
+  std::function<std::string(const KernelParts&)> header; // the whole source around the body
+};
+
+// The kernel `fn` in the dialect. `parallel`: the outermost loop takes this call's share of its
+// iterations from (core, ncores), which the dialect's signature must provide.
+std::string render_cstyle(const Dialect& d, const std::string& fn, const std::vector<UOpRef>& linear,
+                          bool parallel);
+
+// The common literal of `v` as dtype `t` in the dialect.
+std::string cstyle_literal(const Dialect& d, DType t, double v);
+
+} // namespace mg
