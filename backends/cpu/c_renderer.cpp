@@ -110,12 +110,11 @@ const Dialect& c_dialect() {
     Dialect d;
     d.name = "C";
     d.type = [](DType t) { return std::string(c_type(t)); };
-    d.storage = [](DType t) { return t == DType::BFloat16 ? std::string("unsigned short") : c_type(t); };
-    d.load = [](DType t, const std::string& x) {
-      return t == DType::BFloat16 ? "bf16_to_f32(" + x + ")" : x;
+    d.load = [](DType t, const std::string& b, const std::string& i) {
+      return t == DType::BFloat16 ? "bf16_to_f32(" + b + "[" + i + "])" : b + "[" + i + "]";
     };
-    d.store = [](DType t, const std::string& x) {
-      return t == DType::BFloat16 ? "f32_to_bf16(" + x + ")" : x;
+    d.store = [](DType t, const std::string& b, const std::string& i, const std::string& v) {
+      return b + "[" + i + "] = " + (t == DType::BFloat16 ? "f32_to_bf16(" + v + ")" : v) + ";";
     };
     d.cast = [](DType t, const std::string& x) {
       if (t == DType::BFloat16) return "bf16_round((float)" + x + ")";
@@ -142,7 +141,8 @@ const Dialect& c_dialect() {
          << (k.body.find("mg_log2f(") != std::string::npos ? kLog2 : "") << "void " << k.fn
          << "(void** bufs, int core, int ncores) {\n";
       for (auto& [i, t] : k.globals)
-        os << "  " << (i == 0 ? "" : "const ") << (t == DType::BFloat16 ? "unsigned short" : c_type(t))
+        if (t != DType::Void)
+          os << "  " << (i == 0 ? "" : "const ") << (t == DType::BFloat16 ? "unsigned short" : c_type(t))
            << "* restrict data" << i << " = bufs[" << i << "];\n";
       os << k.body << "}\n";
       return os.str();

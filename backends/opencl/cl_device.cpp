@@ -29,7 +29,7 @@ std::string cl_type(DType t) {
   case DType::UInt32: return "uint";
   case DType::Int64: return "long";
   case DType::UInt64: return "ulong";
-  case DType::Float16: return "half";
+  case DType::Float16: return "float"; // computed in float, stored as half
   case DType::BFloat16: return "float"; // computed in float, stored as its top 16 bits
   case DType::Float32: return "float";
   case DType::Float64: return "double";
@@ -38,21 +38,32 @@ std::string cl_type(DType t) {
   throw std::invalid_argument(std::string("OpenCL C has no type for ") + name(t));
 }
 
+// A buffer's element type: bool as a byte, half as half (read by vload_half), bfloat16 as its bits.
+std::string storage_type(DType t) {
+  if (t == DType::Bool || t == DType::Void) return "uchar";
+  if (t == DType::Float16) return "half";
+  return t == DType::BFloat16 ? "ushort" : cl_type(t);
+}
+
 const Dialect& cl_dialect() {
   static const Dialect d = [] {
     Dialect d;
     d.name = "OpenCL C";
     d.type = cl_type;
-    d.storage = [](DType t) { return t == DType::Bool ? "uchar" : t == DType::BFloat16 ? "ushort" : cl_type(t); };
-    d.load = [](DType t, const std::string& x) {
-      return t == DType::BFloat16 ? "as_float((uint)" + x + "<<16)" : t == DType::Bool ? "(" + x + "!=0)" : x;
+    // half and bfloat16 compute in float (PoCL has no cl_khr_fp16); buffers hold their bits
+    d.load = [](DType t, const std::string& b, const std::string& i) {
+      if (t == DType::Float16) return "vload_half(" + i + ", " + b + ")";
+      if (t == DType::BFloat16) return "as_float((uint)" + b + "[" + i + "]<<16)";
+      return t == DType::Bool ? "(" + b + "[" + i + "]!=0)" : b + "[" + i + "]";
     };
-    d.store = [](DType t, const std::string& x) {
-      if (t == DType::BFloat16) return "bf16_bits(" + x + ")";
-      return t == DType::Bool ? "(uchar)(" + x + ")" : x;
+    d.store = [](DType t, const std::string& b, const std::string& i, const std::string& v) {
+      if (t == DType::Float16) return "vstore_half_rte(" + v + ", " + i + ", " + b + ");";
+      if (t == DType::BFloat16) return b + "[" + i + "] = bf16_bits(" + v + ");";
+      return b + "[" + i + "] = " + (t == DType::Bool ? "(uchar)(" + v + ")" : v) + ";";
     };
     d.cast = [](DType t, const std::string& x) {
       if (t == DType::BFloat16) return "as_float((uint)bf16_bits((float)" + x + ")<<16)";
+      if (t == DType::Float16) return "half_round((float)" + x + ")";
       return "((" + cl_type(t) + ")" + x + ")";
     };
     d.math = [](const std::string& f, DType, const std::vector<std::string>& a) {
@@ -70,14 +81,16 @@ const Dialect& cl_dialect() {
     d.shared = "__local ";
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
-      bool f64 = k.body.find("double") != std::string::npos, f16 = k.body.find("half") != std::string::npos;
+      bool f64 = k.body.find("double") != std::string::npos;
       for (auto& [i, t] : k.globals)
-        f64 |= t == DType::Float64, f16 |= t == DType::Float16;
+        f64 |= t == DType::Float64;
       if (f64) os << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
-      if (f16) os << "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
         os << "inline ushort bf16_bits(float f) { uint u = as_uint(f); return (ushort)((u + 0x7fffu + ((u >> 16) & "
               "1u)) >> 16); }\n";
+      if (k.body.find("half_round(") != std::string::npos)
+        os << "inline float half_round(float f) { ushort h; vstore_half_rte(f, 0, (half*)&h); return vload_half(0, "
+              "(half*)&h); }\n";
       os << "__kernel ";
       if (!k.local_size.empty()) {
         os << "__attribute__((reqd_work_group_size(";
@@ -88,9 +101,7 @@ const Dialect& cl_dialect() {
       os << "void " << k.fn << "(";
       for (size_t j = 0; j < k.globals.size(); j++) {
         auto [i, t] = k.globals[j];
-        DType st = t;
-        os << (j ? ", " : "") << "__global " << (i == 0 ? "" : "const ")
-           << (st == DType::Bool ? "uchar" : st == DType::BFloat16 ? "ushort" : cl_type(st)) << "* restrict data" << i;
+        os << (j ? ", " : "") << "__global " << (i == 0 ? "" : "const ") << storage_type(t) << "* restrict data" << i;
       }
       os << ") {\n" << k.body << "}\n";
       return os.str();
@@ -166,7 +177,9 @@ public:
   ClProgram& operator=(const ClProgram&) = delete;
   void run(void** bufs, size_t n, const Launch& l) override {
     std::lock_guard<std::mutex> lk(m_); // kernel arguments are the kernel object's state
-    for (size_t i = 0; i < n; i++) {
+    cl_uint args = 0;
+    clGetKernelInfo(kernel_, CL_KERNEL_NUM_ARGS, sizeof args, &args, nullptr);
+    for (size_t i = 0; i < n && i < args; i++) { // buffers after the last one used are no arguments
       cl_mem m = static_cast<cl_mem>(bufs[i]);
       check(clSetKernelArg(kernel_, static_cast<cl_uint>(i), sizeof m, &m), "setting a kernel argument");
     }

@@ -186,7 +186,8 @@ bool is_shared(const UOp& idx) { return idx.src[0]->op == Ops::DEFINE_LOCAL; }
 
 void render_load(CRender& r, const UOpRef& u) {
   const UOp& idx = *u->src[0];
-  std::string v = is_shared(idx) ? element(r, idx) : r.dl.load(u->dtype, element(r, idx));
+  std::string v = is_shared(idx) || !r.dl.load ? element(r, idx)
+                                               : r.dl.load(idx.src[0]->dtype, r.E(idx.src[0]), r.E(idx.src[1]));
   if (idx.src.size() > 2) // gated
     v = "(" + r.E(idx.src[2]) + "?" + v + ":" + cstyle_literal(r.dl, u->dtype, 0) + ")";
   r.declare(u, "val", v);
@@ -195,9 +196,9 @@ void render_load(CRender& r, const UOpRef& u) {
 void render_store(CRender& r, const UOpRef& u) {
   const UOp& idx = *u->src[0];
   std::string v = r.E(u->src[1]);
-  if (!is_shared(idx)) v = r.dl.store(u->src[1]->dtype, v);
   std::string gate = idx.src.size() > 2 ? "if (" + r.E(idx.src[2]) + ") " : ""; // a padded dim (PADTO)
-  r.line(gate + element(r, idx) + " = " + v + ";");
+  if (is_shared(idx) || !r.dl.store) return r.line(gate + element(r, idx) + " = " + v + ";");
+  r.line(gate + r.dl.store(idx.src[0]->dtype, r.E(idx.src[0]), r.E(idx.src[1]), v));
 }
 
 // A kernel's only float sum may add its terms in any order, so clang vectorizes the loop into
@@ -312,7 +313,8 @@ std::string render_cstyle(const Dialect& dl, const std::string& fn, const std::v
     else
       render_alu(r, u);
   }
-  parts.globals.assign(globals.begin(), globals.end());
+  for (int64_t i = 0; !globals.empty() && i <= globals.rbegin()->first; i++)
+    parts.globals.push_back({i, globals.count(i) ? globals[i] : DType::Void});
   parts.shared = r.shared;
   parts.body = r.body.str();
   return dl.header(parts);
