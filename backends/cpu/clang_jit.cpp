@@ -8,7 +8,15 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Frontend/Utils.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/AsmParser/Parser.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Target/TargetMachine.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/Object/ObjectFile.h>
@@ -80,6 +88,56 @@ std::string compile_c(const std::string& src, const std::vector<std::string>& fl
   clang::EmitObjAction act(&ctx);
   if (!ci.ExecuteAction(act) || diags->hasErrorOccurred() || object.empty())
     throw std::runtime_error("kernel compile failed (clang 15, in process):\n" + diag_text);
+  return std::string(object.data(), object.size());
+}
+
+std::string compile_ir(const std::string& ir) {
+  init_llvm();
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ir, err, ctx);
+  if (!m) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    err.print("kernel.ll", os);
+    throw std::runtime_error("LLVM IR did not parse:\n" + os.str());
+  }
+  std::string verify;
+  llvm::raw_string_ostream vos(verify);
+  if (llvm::verifyModule(*m, &vos)) throw std::runtime_error("LLVM IR is not valid:\n" + vos.str());
+  std::string triple = llvm::sys::getProcessTriple(), error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) throw std::runtime_error("no LLVM target for " + triple + ": " + error);
+  std::string features;
+  llvm::StringMap<bool> host;
+  if (llvm::sys::getHostCPUFeatures(host))
+    for (auto& f : host)
+      features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
+  llvm::TargetOptions to;
+  to.UnsafeFPMath = false;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features, to, llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
+  m->setTargetTriple(triple);
+  m->setDataLayout(tm->createDataLayout());
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(*m, mam);
+  }
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+    throw std::runtime_error("LLVM cannot emit an object file for " + triple);
+  pm.run(*m);
   return std::string(object.data(), object.size());
 }
 

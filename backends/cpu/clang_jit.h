@@ -12,6 +12,10 @@ namespace mg {
 // (e.g. "-O2", "-march=native"). Throws std::runtime_error carrying clang's diagnostics.
 std::string compile_c(const std::string& src, const std::vector<std::string>& flags);
 
+// Object code for the LLVM IR text `ir`: parsed, verified, optimized at O2 for the host CPU
+// (its vector width included). Throws std::runtime_error naming the line of a parse error.
+std::string compile_ir(const std::string& ir);
+
 // The host CPU's name and feature set, for cache keys: code built with -march=native on one
 // machine must not be loaded on another.
 std::string host_cpu_id();

@@ -1,5 +1,7 @@
-// The CPU device: C source from the C renderer, compiled in process by clang 15 into an object
-// file, linked by LLVM's ORC JIT, and kept in an on-disk cache so a second run compiles nothing.
+// The CPU devices. CPU: C source from the C renderer, compiled in process by clang 15 into an
+// object file. LLVM: LLVM IR text from the LLVM renderer, optimized and compiled by LLVM 15.
+// Both link their objects with LLVM's ORC JIT and keep them in an on-disk cache, so a second run
+// compiles nothing; both split a kernel's outermost loop over the cores.
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 
 #include "backends/cpu/c_renderer.h"
 #include "backends/cpu/clang_jit.h"
+#include "backends/cpu/llvm_renderer.h"
 #include "engine/device.h"
 #include "engine/digest.h"
 #include "engine/settings.h"
@@ -127,9 +130,28 @@ std::string read_object(const std::string& path) {
   return digest(object) == s.substr(s.size() - 32) ? object : "";
 }
 
+// What tells the two CPU devices apart: how source is written and how it becomes an object.
+struct Language {
+  std::string device;
+  std::string (*render)(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
+  std::string (*compile)(const std::string& src); // -> object code
+  std::string compiler;                           // for cache keys
+};
+
+std::string compile_c_source(const std::string& src) {
+  std::vector<std::string> flags = kFlags;
+  for (size_t at = 0; src.compare(at, std::strlen(kCompileFlagTag), kCompileFlagTag) == 0;) {
+    size_t end = src.find('\n', at);
+    flags.push_back(src.substr(at + std::strlen(kCompileFlagTag), end - at - std::strlen(kCompileFlagTag)));
+    at = end == std::string::npos ? src.size() : end + 1;
+  }
+  return compile_c(src, flags);
+}
+
 class CpuDevice : public Device {
 public:
-  std::string name() const override { return "CPU"; }
+  explicit CpuDevice(Language lang) : lang_(std::move(lang)) {}
+  std::string name() const override { return lang_.device; }
   void* alloc(size_t bytes) override {
     // Linux overcommits: a buffer larger than RAM would "succeed" and the process be killed
     // later when the kernel touches it. Refuse it here with an error instead.
@@ -156,10 +178,11 @@ public:
     if (n) std::memcpy(dst, src, n);
   }
   std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) override {
-    return render_c(fn, linear, parallel);
+    return lang_.render(fn, linear, parallel);
   }
   int compile_count() const override { return compiles_.load(); }
   std::string fingerprint() const override { return compiler_id(); }
+  std::string compiled_text(const std::string&, const std::string&) override { return ""; }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.
@@ -183,16 +206,11 @@ public:
 private:
   // What the object code depends on besides the source: the compiler, its flags and the host CPU
   // (asked of the CPU once).
-  static const std::string& compiler_id() {
-    static const std::string id = [] {
-      std::string s = "clang-15-in-process " + host_cpu_id();
-      for (auto& f : kFlags)
-        s += " " + f;
-      return s;
-    }();
-    return id;
+  const std::string& compiler_id() const {
+    std::call_once(id_once_, [&] { id_ = lang_.compiler + " " + host_cpu_id(); });
+    return id_;
   }
-  static std::string kernel_key(const std::string& fn, const std::string& src) {
+  std::string kernel_key(const std::string& fn, const std::string& src) const {
     return digest(compiler_id() + "\n" + fn + "\n" + src);
   }
 
@@ -205,13 +223,7 @@ private:
         // an entry that does not link is rebuilt below
       }
     }
-    std::vector<std::string> flags = kFlags;
-    for (size_t at = 0; src.compare(at, std::strlen(kCompileFlagTag), kCompileFlagTag) == 0;) {
-      size_t end = src.find('\n', at);
-      flags.push_back(src.substr(at + std::strlen(kCompileFlagTag), end - at - std::strlen(kCompileFlagTag)));
-      at = end == std::string::npos ? src.size() : end + 1;
-    }
-    std::string object = compile_c(src, flags);
+    std::string object = lang_.compile(src);
     compiles_++;
     // Write beside the final name and rename: a crash, a second process or a second thread never
     // sees half a file. A cache that cannot be written costs a compile next time, nothing more.
@@ -227,12 +239,27 @@ private:
     return linker().load(object, fn);
   }
 
+  Language lang_;
+  mutable std::once_flag id_once_;
+  mutable std::string id_;
   std::mutex m_;
   std::unordered_map<std::string, KernelFn> loaded_;
   std::atomic<int> compiles_{0};
 };
 
-const bool registered = register_device("CPU", [] { return std::make_unique<CpuDevice>(); });
+std::string c_compiler() {
+  std::string s = "clang-15-in-process";
+  for (auto& f : kFlags)
+    s += " " + f;
+  return s;
+}
+
+const bool registered_cpu = register_device("CPU", [] {
+  return std::make_unique<CpuDevice>(Language{"CPU", render_c, compile_c_source, c_compiler()});
+});
+const bool registered_llvm = register_device("LLVM", [] {
+  return std::make_unique<CpuDevice>(Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2"});
+});
 
 } // namespace
 } // namespace mg

@@ -1,0 +1,350 @@
+// Linear UOps -> LLVM IR text, written directly as tinygrad's LLVM renderer does: one function
+// `void NAME(ptr bufs, i32 core, i32 ncores)`, loops as blocks with a phi for the counter, and
+// accumulators as stack slots that LLVM's mem2reg turns into registers. Opaque pointers (`ptr`).
+#include "backends/cpu/llvm_renderer.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "engine/codegen/linearize.h"
+#include "engine/codegen/opts.h"
+#include "engine/errors.h"
+
+namespace mg {
+
+namespace {
+
+// The IR type of a value; bfloat16 computes in float.
+std::string ll_type(DType t) {
+  switch (t) {
+  case DType::Bool: return "i1";
+  case DType::Int8: case DType::UInt8: return "i8";
+  case DType::Int16: case DType::UInt16: return "i16";
+  case DType::Int32: case DType::UInt32: return "i32";
+  case DType::Int64: case DType::UInt64: return "i64";
+  case DType::Float16: return "half";
+  case DType::BFloat16: case DType::Float32: return "float";
+  case DType::Float64: return "double";
+  default: break;
+  }
+  throw std::invalid_argument(std::string("the LLVM renderer has no type for ") + name(t));
+}
+// The IR type of a buffer element: bool as a byte, bfloat16 as its bits.
+std::string mem_type(DType t) {
+  if (t == DType::Bool) return "i8";
+  return t == DType::BFloat16 ? "i16" : ll_type(t);
+}
+
+std::string literal(DType t, double v) {
+  char b[48];
+  if (t == DType::Float16) { // half constants are written as their bits
+    uint16_t h;
+    _Float16 f = static_cast<_Float16>(v);
+    std::memcpy(&h, &f, 2);
+    std::snprintf(b, sizeof b, "0xH%04X", h);
+    return b;
+  }
+  if (is_float(t)) { // hex of the double holding the value: exact, NaN and inf included
+    double d = t == DType::Float64 ? v : static_cast<double>(static_cast<float>(v));
+    uint64_t bits;
+    std::memcpy(&bits, &d, 8);
+    std::snprintf(b, sizeof b, "0x%016llX", static_cast<unsigned long long>(bits));
+    return b;
+  }
+  if (t == DType::Bool) return v != 0 ? "true" : "false";
+  if (is_unsigned(t)) {
+    // an unsigned value is the same bits as the signed one the IR prints
+    uint64_t u = static_cast<uint64_t>(v);
+    int bits = itemsize(t) * 8;
+    int64_t s = bits == 64 ? static_cast<int64_t>(u) : static_cast<int64_t>(u << (64 - bits)) >> (64 - bits);
+    return std::to_string(s);
+  }
+  return std::to_string(static_cast<int64_t>(v));
+}
+
+struct LRender {
+  std::ostringstream entry, body; // allocas and buffer pointers; the code
+  std::unordered_map<const UOp*, std::string> val;
+  std::unordered_map<const UOp*, DType> acc_type;
+  int n = 0;
+  std::string block = "start"; // the block being written
+  struct Loop {
+    std::string head, body, exit, counter, next_token;
+  };
+  std::unordered_map<const UOp*, Loop> loops;
+  std::map<std::string, std::string> patches; // token -> the block a loop's back edge comes from
+  const UOp* par = nullptr;
+  std::map<std::string, bool> declared; // intrinsics used
+
+  std::string tmp() { return "%v" + std::to_string(n++); }
+  void line(const std::string& s) { body << "  " << s << "\n"; }
+  void label(const std::string& l) {
+    body << l << ":\n";
+    block = l;
+  }
+  std::string emit(const std::string& expr) {
+    std::string t = tmp();
+    line(t + " = " + expr);
+    return t;
+  }
+  std::string V(const UOpRef& u) {
+    if (u->op == Ops::CONST) return literal(u->dtype, u->const_value());
+    if (u->op == Ops::DEFINE_ACC) return emit("load " + ll_type(u->dtype) + ", ptr " + val.at(u.get()));
+    auto it = val.find(u.get());
+    if (it == val.end()) internal_error(std::string("LLVM renderer used ") + name(u->op) + " before defining it");
+    return it->second;
+  }
+  std::string intrinsic(const std::string& f, DType t, int args) {
+    std::string ty = ll_type(t), name = "llvm." + f + "." + (ty == "half" ? "f16" : ty == "float" ? "f32" : "f64");
+    std::string decl = "declare " + ty + " @" + name + "(" + ty + (args == 2 ? ", " + ty : "") + ")";
+    declared[decl] = true;
+    return "@" + name;
+  }
+};
+
+std::string cast(LRender& r, DType from, DType to, const std::string& x) {
+  std::string ft = ll_type(from), tt = ll_type(to);
+  if (to == DType::Bool) return is_float(from) ? r.emit("fcmp une " + ft + " " + x + ", 0.0")
+                                               : r.emit("icmp ne " + ft + " " + x + ", 0");
+  if (to == DType::BFloat16) { // round to bfloat16 precision, kept in float
+    std::string f = from == DType::BFloat16 || from == DType::Float32 ? x : cast(r, from, DType::Float32, x);
+    std::string bits = r.emit("bitcast float " + f + " to i32");
+    std::string lsb = r.emit("and i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 1");
+    std::string rounded = r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb);
+    std::string top = r.emit("and i32 " + rounded + ", -65536");
+    std::string nan = r.emit("fcmp uno float " + f + ", 0.0");
+    return r.emit("select i1 " + nan + ", float " + f + ", float " + r.emit("bitcast i32 " + top + " to float"));
+  }
+  if (from == DType::BFloat16) from = DType::Float32;
+  ft = ll_type(from);
+  if (ft == tt) return x;
+  if (is_float(from) && is_float(to))
+    return r.emit(std::string(itemsize(to) > itemsize(from) ? "fpext " : "fptrunc ") + ft + " " + x + " to " + tt);
+  if (is_float(from)) return r.emit(std::string(is_unsigned(to) ? "fptoui " : "fptosi ") + ft + " " + x + " to " + tt);
+  if (is_float(to))
+    return r.emit(std::string(is_unsigned(from) || from == DType::Bool ? "uitofp " : "sitofp ") + ft + " " + x +
+                  " to " + tt);
+  int fb = from == DType::Bool ? 1 : itemsize(from) * 8, tb = itemsize(to) * 8;
+  if (tb < fb) return r.emit("trunc " + ft + " " + x + " to " + tt);
+  return r.emit(std::string(is_unsigned(from) || from == DType::Bool ? "zext " : "sext ") + ft + " " + x + " to " + tt);
+}
+
+std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
+  DType d = u.dtype, sd = u.src.empty() ? d : u.src[0]->dtype;
+  bool f = is_float(d), fs = is_float(sd), un = is_unsigned(sd);
+  std::string t = ll_type(d), st = ll_type(sd == DType::BFloat16 ? DType::Float32 : sd);
+  auto bin = [&](const char* op) { return r.emit(std::string(op) + " " + t + " " + a[0] + ", " + a[1]); };
+  auto call = [&](const char* fn) {
+    std::string args;
+    for (size_t i = 0; i < a.size(); i++)
+      args += (i ? ", " : "") + t + " " + a[i];
+    return r.emit("call " + t + " " + r.intrinsic(fn, d, static_cast<int>(a.size())) + "(" + args + ")");
+  };
+  switch (u.op) {
+  case Ops::NEG: return f ? r.emit("fneg " + t + " " + a[0]) : r.emit("sub " + t + " 0, " + a[0]);
+  case Ops::EXP2: return call("exp2");
+  case Ops::LOG2: return call("log2");
+  case Ops::SIN: return call("sin");
+  case Ops::SQRT: return call("sqrt");
+  case Ops::POW: return call("pow");
+  case Ops::RECIP: return r.emit("fdiv " + t + " " + literal(d, 1) + ", " + a[0]);
+  case Ops::CAST: return cast(r, sd, d, a[0]);
+  case Ops::ADD: return bin(f ? "fadd" : d == DType::Bool ? "or" : "add");
+  case Ops::SUB: return bin(f ? "fsub" : "sub");
+  case Ops::MUL: return bin(f ? "fmul" : d == DType::Bool ? "and" : "mul");
+  case Ops::FDIV: return bin("fdiv");
+  case Ops::IDIV:
+  case Ops::MOD: {
+    if (f) {
+      if (u.op == Ops::MOD) return bin("frem");
+      return r.emit("call " + t + " " + r.intrinsic("trunc", d, 1) + "(" + t + " " + bin("fdiv") + ")");
+    }
+    // x/0 gives 0 (a trap in LLVM too), x/-1 is -x (INT_MIN/-1 traps): the divisor is made safe
+    // before dividing and the result chosen after
+    std::string zero = r.emit("icmp eq " + t + " " + a[1] + ", 0");
+    std::string bad = zero;
+    if (!un) bad = r.emit("or i1 " + zero + ", " + r.emit("icmp eq " + t + " " + a[1] + ", -1"));
+    std::string safe = r.emit("select i1 " + bad + ", " + t + " 1, " + t + " " + a[1]);
+    std::string q = r.emit(std::string(u.op == Ops::IDIV ? (un ? "udiv " : "sdiv ") : (un ? "urem " : "srem ")) + t +
+                           " " + a[0] + ", " + safe);
+    std::string special = u.op == Ops::IDIV && !un ? r.emit("sub " + t + " 0, " + a[0]) : "0";
+    if (u.op == Ops::IDIV && !un) special = r.emit("select i1 " + zero + ", " + t + " 0, " + t + " " + special);
+    return r.emit("select i1 " + bad + ", " + t + " " + special + ", " + t + " " + q);
+  }
+  case Ops::MAX: {
+    std::string gt = f ? r.emit("fcmp ugt " + t + " " + a[0] + ", " + a[1]) // NaN in a[0] wins
+                       : r.emit(std::string(un ? "icmp ugt " : d == DType::Bool ? "icmp ugt " : "icmp sgt ") + t +
+                                " " + a[0] + ", " + a[1]);
+    return r.emit("select i1 " + gt + ", " + t + " " + a[0] + ", " + t + " " + a[1]);
+  }
+  case Ops::CMPLT:
+    return fs ? r.emit("fcmp olt " + st + " " + a[0] + ", " + a[1])
+              : r.emit(std::string(un || sd == DType::Bool ? "icmp ult " : "icmp slt ") + st + " " + a[0] + ", " +
+                       a[1]);
+  case Ops::CMPNE:
+    return fs ? r.emit("fcmp une " + st + " " + a[0] + ", " + a[1]) : r.emit("icmp ne " + st + " " + a[0] + ", " + a[1]);
+  case Ops::AND: return bin("and");
+  case Ops::OR: return bin("or");
+  case Ops::XOR: return bin("xor");
+  case Ops::SHL: return bin("shl");
+  case Ops::SHR: return bin(is_unsigned(d) ? "lshr" : "ashr");
+  case Ops::WHERE:
+    return r.emit("select i1 " + a[0] + ", " + t + " " + a[1] + ", " + t + " " + a[2]);
+  default: break;
+  }
+  throw std::runtime_error(std::string("the LLVM renderer does not support ") + name(u.op) + " yet");
+}
+
+// The address of the element an INDEX points at.
+std::string address(LRender& r, const UOp& idx, const std::string& i) {
+  DType t = idx.src[0]->dtype;
+  return r.emit("getelementptr inbounds " + mem_type(t) + ", ptr " + r.V(idx.src[0]) + ", " +
+                ll_type(idx.src[1]->dtype) + " " + i);
+}
+
+void render_load(LRender& r, const UOpRef& u) {
+  const UOp& idx = *u->src[0];
+  DType t = idx.src[0]->dtype;
+  std::string i = r.V(idx.src[1]), it = ll_type(idx.src[1]->dtype);
+  bool gated = idx.src.size() > 2;
+  // a gated load reads element 0 where the gate is off (in bounds), and the value is dropped
+  if (gated) i = r.emit("select i1 " + r.V(idx.src[2]) + ", " + it + " " + i + ", " + it + " 0");
+  std::string v = r.emit("load " + mem_type(t) + ", ptr " + address(r, idx, i));
+  if (t == DType::Bool) v = r.emit("icmp ne i8 " + v + ", 0");
+  if (t == DType::BFloat16)
+    v = r.emit("bitcast i32 " + r.emit("shl i32 " + r.emit("zext i16 " + v + " to i32") + ", 16") + " to float");
+  if (gated)
+    v = r.emit("select i1 " + r.V(idx.src[2]) + ", " + ll_type(u->dtype) + " " + v + ", " + ll_type(u->dtype) + " " +
+               literal(u->dtype, 0));
+  r.val[u.get()] = v;
+}
+
+void render_store(LRender& r, const UOpRef& u) {
+  const UOp& idx = *u->src[0];
+  DType t = idx.src[0]->dtype;
+  std::string v = r.V(u->src[1]);
+  std::string skip;
+  if (idx.src.size() > 2) { // a padded dim: the store happens where the gate is on
+    std::string on = "store" + std::to_string(r.n), after = "after" + std::to_string(r.n++);
+    r.line("br i1 " + r.V(idx.src[2]) + ", label %" + on + ", label %" + after);
+    r.label(on);
+    skip = after;
+  }
+  if (t == DType::Bool) v = r.emit("zext i1 " + v + " to i8");
+  if (t == DType::BFloat16) {
+    std::string bits = r.emit("bitcast float " + v + " to i32");
+    std::string lsb = r.emit("and i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 1");
+    std::string rounded = r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb);
+    v = r.emit("trunc i32 " + r.emit("lshr i32 " + rounded + ", 16") + " to i16");
+  }
+  r.line("store " + mem_type(t) + " " + v + ", ptr " + address(r, idx, r.V(idx.src[1])));
+  if (!skip.empty()) {
+    r.line("br label %" + skip);
+    r.label(skip);
+  }
+}
+
+// for (i = lo; i < hi; i++): a head block with the counter's phi and the test, then the body.
+void render_range(LRender& r, const UOpRef& u) {
+  std::string id = std::to_string(r.n++), t = ll_type(u->dtype), size = r.V(u->src[0]);
+  std::string lo = "0", hi = size;
+  if (u.get() == r.par) { // this call's share: [size*core/ncores, size*(core+1)/ncores)
+    std::string sz = t == "i64" ? size : r.emit("sext " + t + " " + size + " to i64");
+    std::string core = r.emit("sext i32 %core to i64"), cores = r.emit("sext i32 %ncores to i64");
+    std::string l = r.emit("sdiv i64 " + r.emit("mul i64 " + sz + ", " + core) + ", " + cores);
+    std::string h = r.emit("sdiv i64 " + r.emit("mul i64 " + sz + ", " + r.emit("add i64 " + core + ", 1")) + ", " + cores);
+    lo = t == "i64" ? l : r.emit("trunc i64 " + l + " to " + t);
+    hi = t == "i64" ? h : r.emit("trunc i64 " + h + " to " + t);
+  }
+  LRender::Loop L{"loop" + id, "body" + id, "exit" + id, "%i" + id, "@@latch" + id + "@@"};
+  std::string from = r.block;
+  r.line("br label %" + L.head);
+  r.label(L.head);
+  r.line(L.counter + " = phi " + t + " [ " + lo + ", %" + from + " ], [ %next" + id + ", %" + L.next_token + " ]");
+  std::string more = r.emit("icmp slt " + t + " " + L.counter + ", " + hi);
+  r.line("br i1 " + more + ", label %" + L.body + ", label %" + L.exit);
+  r.label(L.body);
+  r.val[u.get()] = L.counter;
+  r.loops[u.get()] = L;
+}
+
+void render_endrange(LRender& r, const UOpRef& u) {
+  const UOp* rng = u->src[0].get();
+  const LRender::Loop& L = r.loops.at(rng);
+  std::string id = L.counter.substr(2), t = ll_type(rng->dtype);
+  r.line("%next" + id + " = add nsw " + t + " " + L.counter + ", 1");
+  r.line("br label %" + L.head);
+  r.patches[L.next_token] = r.block;
+  r.label(L.exit);
+}
+
+} // namespace
+
+std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
+  LRender r;
+  r.par = parallel ? parallel_loop(linear) : nullptr;
+  for (auto& u : linear) {
+    switch (u->op) {
+    case Ops::CONST:
+      break;
+    case Ops::DEFINE_GLOBAL: {
+      std::string i = std::to_string(u->iarg());
+      r.entry << "  %p" << i << " = getelementptr inbounds ptr, ptr %bufs, i64 " << i << "\n";
+      r.entry << "  %data" << i << " = load ptr, ptr %p" << i << "\n";
+      r.val[u.get()] = "%data" + i;
+      break;
+    }
+    case Ops::INDEX:
+      break; // addressed where it is loaded or stored
+    case Ops::LOAD:
+      render_load(r, u);
+      break;
+    case Ops::STORE:
+      render_store(r, u);
+      break;
+    case Ops::RANGE:
+      render_range(r, u);
+      break;
+    case Ops::ENDRANGE:
+      render_endrange(r, u);
+      break;
+    case Ops::DEFINE_ACC: {
+      std::string slot = "%acc" + std::to_string(r.n++), t = ll_type(u->dtype);
+      r.entry << "  " << slot << " = alloca " << t << "\n";
+      r.line("store " + t + " " + r.V(u->src[0]) + ", ptr " + slot);
+      r.val[u.get()] = slot;
+      break;
+    }
+    case Ops::ASSIGN:
+      r.line("store " + ll_type(u->dtype) + " " + r.V(u->src[1]) + ", ptr " + r.val.at(u->src[0].get()));
+      break;
+    default: {
+      if (u->op == Ops::SPECIAL || u->op == Ops::DEFINE_LOCAL || u->op == Ops::BARRIER)
+        throw std::runtime_error(std::string("the LLVM renderer runs on the CPU and has no ") + name(u->op));
+      std::vector<std::string> a;
+      for (auto& s : u->src)
+        a.push_back(r.V(s));
+      r.val[u.get()] = alu(r, *u, a);
+    }
+    }
+  }
+  std::string body = r.body.str();
+  for (auto& [token, block] : r.patches)
+    for (size_t at; (at = body.find(token)) != std::string::npos;)
+      body.replace(at, token.size(), block);
+  std::ostringstream os;
+  for (auto& [decl, _] : r.declared)
+    os << decl << "\n";
+  os << "define void @" << fn << "(ptr noalias %bufs, i32 %core, i32 %ncores) nounwind {\nentry:\n"
+     << r.entry.str() << "  br label %start\nstart:\n"
+     << body << "  ret void\n}\n";
+  return os.str();
+}
+
+} // namespace mg
