@@ -178,7 +178,8 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
     return r.emit("select i1 " + bad + ", " + t + " " + special + ", " + t + " " + q);
   }
   case Ops::MAX: {
-    std::string gt = f ? r.emit("fcmp ugt " + t + " " + a[0] + ", " + a[1]) // NaN in a[0] wins
+    std::string gt = f ? r.emit("or i1 " + r.emit("fcmp ogt " + t + " " + a[0] + ", " + a[1]) + ", " + // NaN wins
+                                r.emit("fcmp uno " + t + " " + a[0] + ", 0.0"))
                        : r.emit(std::string(un ? "icmp ugt " : d == DType::Bool ? "icmp ugt " : "icmp sgt ") + t +
                                 " " + a[0] + ", " + a[1]);
     return r.emit("select i1 " + gt + ", " + t + " " + a[0] + ", " + t + " " + a[1]);

@@ -1,0 +1,298 @@
+// The CUDA device: CUDA C from the C-style renderer, compiled to PTX in process by NVRTC, and run
+// through the driver API, which is loaded with dlopen("libcuda.so.1") when first needed and never
+// linked: a machine without an NVIDIA driver still starts, renders and compiles CUDA kernels
+// (:src EXPR CUDA), and creating a CUDA tensor there is an error that says why.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <nvrtc.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/codegen/cstyle.h"
+#include "engine/device.h"
+
+namespace mg {
+
+namespace {
+
+std::string cu_type(DType t) {
+  switch (t) {
+  case DType::Bool: return "bool";
+  case DType::Int8: return "signed char";
+  case DType::UInt8: return "unsigned char";
+  case DType::Int16: return "short";
+  case DType::UInt16: return "unsigned short";
+  case DType::Int32: return "int";
+  case DType::UInt32: return "unsigned int";
+  case DType::Int64: return "long long";
+  case DType::UInt64: return "unsigned long long";
+  case DType::Float16: // half and bfloat16 compute in float; buffers hold half, and bfloat16's bits
+  case DType::BFloat16:
+  case DType::Float32: return "float";
+  case DType::Float64: return "double";
+  default: break;
+  }
+  throw std::invalid_argument(std::string("CUDA C has no type for ") + name(t));
+}
+
+std::string storage_type(DType t) {
+  if (t == DType::Float16) return "half";
+  if (t == DType::BFloat16) return "unsigned short";
+  return t == DType::Void ? "unsigned char" : cu_type(t);
+}
+
+const Dialect& cuda_dialect() {
+  static const Dialect d = [] {
+    Dialect d;
+    d.name = "CUDA C";
+    d.type = cu_type;
+    d.load = [](DType t, const std::string& b, const std::string& i) {
+      if (t == DType::Float16) return "__half2float(" + b + "[" + i + "])";
+      if (t == DType::BFloat16) return "__uint_as_float((unsigned int)" + b + "[" + i + "]<<16)";
+      return b + "[" + i + "]";
+    };
+    d.store = [](DType t, const std::string& b, const std::string& i, const std::string& v) {
+      if (t == DType::Float16) return b + "[" + i + "] = __float2half_rn(" + v + ");";
+      if (t == DType::BFloat16) return b + "[" + i + "] = bf16_bits(" + v + ");";
+      return b + "[" + i + "] = " + v + ";";
+    };
+    d.cast = [](DType t, const std::string& x) {
+      if (t == DType::Float16) return "__half2float(__float2half_rn((float)" + x + "))";
+      if (t == DType::BFloat16) return "__uint_as_float((unsigned int)bf16_bits((float)" + x + ")<<16)";
+      return "((" + cu_type(t) + ")" + x + ")";
+    };
+    d.math = [](const std::string& f, DType t, const std::vector<std::string>& a) {
+      std::string s = f + (t == DType::Float64 ? "(" : "f(");
+      for (size_t i = 0; i < a.size(); i++)
+        s += (i ? ", " : "") + a[i];
+      return s + ")";
+    };
+    d.special = [](const std::string& n) {
+      return std::string(n[0] == 'g' ? "blockIdx." : "threadIdx.") + "xyz"[n.back() - '0'];
+    };
+    d.inf = "__int_as_float(0x7f800000)";
+    d.nan = "__int_as_float(0x7fffffff)";
+    d.barrier = "__syncthreads();";
+    d.shared = "__shared__ ";
+    d.header = [](const KernelParts& k) {
+      std::ostringstream os;
+      bool half = false;
+      for (auto& [i, t] : k.globals)
+        half |= t == DType::Float16;
+      if (half || k.body.find("__float2half") != std::string::npos) os << "#include <cuda_fp16.h>\n";
+      if (k.body.find("bf16_bits(") != std::string::npos)
+        os << "__device__ inline unsigned short bf16_bits(float f) { unsigned int u = __float_as_uint(f); "
+              "return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n";
+      int64_t threads = 1;
+      for (auto l : k.local_size)
+        threads *= l;
+      os << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") " << k.fn << "(";
+      for (size_t j = 0; j < k.globals.size(); j++) {
+        auto [i, t] = k.globals[j];
+        os << (j ? ", " : "") << (i == 0 ? "" : "const ") << storage_type(t) << "* __restrict__ data" << i;
+      }
+      os << ") {\n" << k.body << "}\n";
+      return os.str();
+    };
+    return d;
+  }();
+  return d;
+}
+
+// CUDA C -> PTX for `arch` (compute_90), or an error carrying NVRTC's log.
+std::string nvrtc_compile(const std::string& fn, const std::string& src, const std::string& arch) {
+  nvrtcProgram prog;
+  if (nvrtcCreateProgram(&prog, src.c_str(), (fn + ".cu").c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
+    throw std::runtime_error("CUDA: NVRTC could not take the kernel " + fn);
+  std::string a = "--gpu-architecture=" + arch;
+  const char* opts[] = {a.c_str(), "-I/usr/local/cuda/include", "--use_fast_math=false"};
+  nvrtcResult r = nvrtcCompileProgram(prog, 2, opts);
+  size_t n = 0;
+  nvrtcGetProgramLogSize(prog, &n);
+  std::string log(n, '\0');
+  nvrtcGetProgramLog(prog, log.data());
+  if (r != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&prog);
+    throw std::runtime_error("CUDA: kernel " + fn + " did not compile (" + nvrtcGetErrorString(r) + "):\n" + log);
+  }
+  nvrtcGetPTXSize(prog, &n);
+  std::string ptx(n, '\0');
+  nvrtcGetPTX(prog, ptx.data());
+  nvrtcDestroyProgram(&prog);
+  while (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  return ptx;
+}
+
+// The driver API, loaded at run time.
+struct Driver {
+  void* lib = nullptr;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  std::string arch = "compute_90";
+  decltype(&::cuInit) init;
+  decltype(&::cuDeviceGet) device_get;
+  decltype(&::cuDeviceGetAttribute) attribute;
+  decltype(&::cuDevicePrimaryCtxRetain) retain;
+  decltype(&::cuCtxSetCurrent) set_current;
+  decltype(&::cuMemAlloc_v2) mem_alloc;
+  decltype(&::cuMemFree_v2) mem_free;
+  decltype(&::cuMemcpyHtoD_v2) htod;
+  decltype(&::cuMemcpyDtoH_v2) dtoh;
+  decltype(&::cuModuleLoadData) module_load;
+  decltype(&::cuModuleUnload) module_unload;
+  decltype(&::cuModuleGetFunction) get_function;
+  decltype(&::cuLaunchKernel) launch;
+  decltype(&::cuCtxSynchronize) synchronize;
+  decltype(&::cuGetErrorString) error_string;
+
+  template <typename F> void sym(F& f, const char* name) {
+    f = reinterpret_cast<F>(dlsym(lib, name));
+    if (!f) throw std::runtime_error(std::string("CUDA: the driver lacks ") + name);
+  }
+  Driver() {
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw std::runtime_error("no CUDA driver here (libcuda.so.1 not found): CUDA kernels render and "
+                                       "compile, but cannot run");
+    sym(init, "cuInit");
+    sym(device_get, "cuDeviceGet");
+    sym(attribute, "cuDeviceGetAttribute");
+    sym(retain, "cuDevicePrimaryCtxRetain");
+    sym(set_current, "cuCtxSetCurrent");
+    sym(mem_alloc, "cuMemAlloc_v2");
+    sym(mem_free, "cuMemFree_v2");
+    sym(htod, "cuMemcpyHtoD_v2");
+    sym(dtoh, "cuMemcpyDtoH_v2");
+    sym(module_load, "cuModuleLoadData");
+    sym(module_unload, "cuModuleUnload");
+    sym(get_function, "cuModuleGetFunction");
+    sym(launch, "cuLaunchKernel");
+    sym(synchronize, "cuCtxSynchronize");
+    sym(error_string, "cuGetErrorString");
+    check(init(0), "starting the driver");
+    check(device_get(&dev, 0), "finding a GPU");
+    check(retain(&ctx, dev), "creating a context");
+    check(set_current(ctx), "using the context");
+    int major = 0, minor = 0;
+    attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    arch = "compute_" + std::to_string(major * 10 + minor);
+  }
+  void check(CUresult r, const std::string& what) const {
+    if (r == CUDA_SUCCESS) return;
+    const char* s = nullptr;
+    if (error_string) error_string(r, &s);
+    throw std::runtime_error("CUDA: " + what + ": " + (s ? s : "error " + std::to_string(r)));
+  }
+};
+
+class CudaProgram : public Program {
+public:
+  CudaProgram(const Driver& d, CUmodule m, CUfunction f) : d_(d), module_(m), fn_(f) {}
+  ~CudaProgram() override { d_.module_unload(module_); }
+  CudaProgram(const CudaProgram&) = delete;
+  CudaProgram& operator=(const CudaProgram&) = delete;
+  void run(void** bufs, size_t n, const Launch& l) override {
+    std::vector<CUdeviceptr> ptrs(n);
+    std::vector<void*> args(n);
+    for (size_t i = 0; i < n; i++)
+      ptrs[i] = reinterpret_cast<CUdeviceptr>(bufs[i]), args[i] = &ptrs[i];
+    unsigned g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
+    for (size_t i = 0; i < 3 && i < l.global_size.size(); i++)
+      g[i] = static_cast<unsigned>(l.global_size[i]), b[i] = static_cast<unsigned>(l.local_size[i]);
+    d_.check(d_.set_current(d_.ctx), "using the context");
+    d_.check(d_.launch(fn_, g[0], g[1], g[2], b[0], b[1], b[2], 0, nullptr, args.data(), nullptr), "launching a kernel");
+    d_.check(d_.synchronize(), "running a kernel");
+  }
+
+private:
+  const Driver& d_;
+  CUmodule module_;
+  CUfunction fn_;
+};
+
+class CudaDevice : public Device {
+public:
+  std::string name() const override { return "CUDA"; }
+  std::string unavailable() const override {
+    try {
+      driver();
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  Target target() const override {
+    Target t;
+    t.gpu = true;
+    t.max_local = 1024;
+    t.max_groups = 65535; // gridDim.y and .z; x allows more, but gidx0 may land on any of them
+    t.max_shared = 48 << 10;
+    return t;
+  }
+  std::string fingerprint() const override { return "CUDA NVRTC " + arch(); }
+  void* alloc(size_t bytes) override {
+    const Driver& d = driver();
+    CUdeviceptr p = 0;
+    d.check(d.set_current(d.ctx), "using the context");
+    d.check(d.mem_alloc(&p, bytes), "allocating " + std::to_string(bytes) + " bytes");
+    return reinterpret_cast<void*>(p);
+  }
+  void free(void* p, size_t) override { driver().mem_free(reinterpret_cast<CUdeviceptr>(p)); }
+  void copyin(void* dst, const void* src, size_t n) override {
+    if (n) driver().check(driver().htod(reinterpret_cast<CUdeviceptr>(dst), src, n), "copying to the GPU");
+  }
+  void copyout(void* dst, const void* src, size_t n) override {
+    if (n)
+      driver().check(driver().dtoh(dst, reinterpret_cast<CUdeviceptr>(const_cast<void*>(src)), n),
+                     "copying from the GPU");
+  }
+  std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool) override {
+    return render_cstyle(cuda_dialect(), fn, linear, false);
+  }
+  std::string compiled_text(const std::string& fn, const std::string& src) override {
+    return nvrtc_compile(fn, src, arch());
+  }
+  int compile_count() const override { return compiles_; }
+  std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
+    const Driver& d = driver();
+    std::string ptx = nvrtc_compile(fn, src, d.arch);
+    compiles_++;
+    CUmodule m;
+    d.check(d.set_current(d.ctx), "using the context");
+    d.check(d.module_load(&m, ptx.c_str()), "loading the PTX of " + fn);
+    CUfunction f;
+    CUresult r = d.get_function(&f, m, fn.c_str());
+    if (r != CUDA_SUCCESS) d.module_unload(m);
+    d.check(r, "finding " + fn);
+    return std::make_unique<CudaProgram>(d, m, f);
+  }
+
+private:
+  // PTX for the GPU here, or for compute_90 (an H100) where there is none.
+  std::string arch() const { return unavailable().empty() ? driver().arch : "compute_90"; }
+  const Driver& driver() const {
+    std::call_once(once_, [&] {
+      try {
+        driver_ = std::make_unique<Driver>();
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+    });
+    if (!driver_) throw std::runtime_error(error_);
+    return *driver_;
+  }
+  mutable std::once_flag once_;
+  mutable std::unique_ptr<Driver> driver_;
+  mutable std::string error_;
+  std::atomic<int> compiles_{0};
+};
+
+const bool registered = register_device("CUDA", [] { return std::make_unique<CudaDevice>(); });
+
+} // namespace
+} // namespace mg
