@@ -80,7 +80,7 @@ std::string alu_expr(const Dialect& dl, const UOp& u, const std::vector<std::str
     // integer x/0 traps (SIGFPE) in C: give 0 instead, unless the divisor is a known non-zero
     const UOp& b = *u.src[1];
     bool safe = b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1;
-    std::string e = bin(u.op == Ops::IDIV ? "/" : "%");
+    std::string e = u.op == Ops::IDIV ? bin("/") : dl.rem ? dl.rem(a[0], a[1]) : bin("%");
     if (safe) return e;
     if (is_unsigned(d)) return "(" + a[1] + "==" + lit(0) + "?" + lit(0) + ":" + e + ")";
     // x/-1 is -x, and INT_MIN/-1 traps too

@@ -34,6 +34,8 @@ struct Dialect {
   // An op the dialect writes its own way, or "" for the common C form.
   std::function<std::string(const UOp&, const std::vector<std::string>&)> alu;
   std::function<std::string(const std::string& name)> special; // gidx0 / lidx0 -> the id
+  // the integer remainder a % b with C's sign (truncating); default: a % b
+  std::function<std::string(const std::string& a, const std::string& b)> rem;
   std::string inf = "INFINITY", nan = "NAN";
   std::string int64_suffix = "ll", uint64_suffix = "ull", uint_suffix = "u";
   std::string float_suffix = "f", double_suffix = "";

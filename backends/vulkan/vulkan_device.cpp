@@ -1,0 +1,489 @@
+// The VULKAN device: GLSL compute shaders from the C-style renderer, compiled to SPIR-V in process
+// by glslang's C API, checked by SPIRV-Tools' validator, and run as compute pipelines (lavapipe
+// here: Mesa's Vulkan on the CPU). Buffers are host-visible storage buffers.
+#include <glslang/Include/glslang_c_interface.h>
+#include <glslang/Public/resource_limits_c.h>
+#include <spirv-tools/libspirv.h>
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/codegen/cstyle.h"
+#include "engine/device.h"
+
+namespace mg {
+
+namespace {
+
+std::string glsl_type(DType t) {
+  switch (t) {
+  case DType::Bool: return "bool";
+  case DType::Int8: return "int8_t";
+  case DType::UInt8: return "uint8_t";
+  case DType::Int16: return "int16_t";
+  case DType::UInt16: return "uint16_t";
+  case DType::Int32: return "int";
+  case DType::UInt32: return "uint";
+  case DType::Int64: return "int64_t";
+  case DType::UInt64: return "uint64_t";
+  case DType::Float16: // half and bfloat16 compute in float; buffers hold float16_t, and bfloat16's bits
+  case DType::BFloat16:
+  case DType::Float32: return "float";
+  case DType::Float64: return "double";
+  default: break;
+  }
+  throw std::invalid_argument(std::string("GLSL has no type for ") + name(t));
+}
+
+std::string storage_type(DType t) {
+  if (t == DType::Bool || t == DType::Void) return "uint8_t";
+  if (t == DType::Float16) return "float16_t";
+  return t == DType::BFloat16 ? "uint16_t" : glsl_type(t);
+}
+
+const Dialect& glsl_dialect() {
+  static const Dialect d = [] {
+    Dialect d;
+    d.name = "GLSL";
+    d.type = glsl_type;
+    d.load = [](DType t, const std::string& b, const std::string& i) {
+      std::string e = b + "[" + i + "]";
+      if (t == DType::Bool) return "(" + e + "!=uint8_t(0))";
+      if (t == DType::Float16) return "float(" + e + ")";
+      if (t == DType::BFloat16) return "uintBitsToFloat(uint(" + e + ")<<16)";
+      return e;
+    };
+    d.store = [](DType t, const std::string& b, const std::string& i, const std::string& v) {
+      std::string e = b + "[" + i + "] = ";
+      if (t == DType::Bool) return e + "uint8_t(" + v + "?1:0);";
+      if (t == DType::Float16) return e + "float16_t(" + v + ");";
+      if (t == DType::BFloat16) return e + "bf16_bits(" + v + ");";
+      return e + v + ";";
+    };
+    d.cast = [](DType t, const std::string& x) {
+      if (t == DType::Float16) return "float(float16_t(" + x + "))";
+      if (t == DType::BFloat16) return "uintBitsToFloat(uint(bf16_bits(float(" + x + ")))<<16)";
+      return glsl_type(t) + "(" + x + ")";
+    };
+    // GLSL's exp2, log2, sin and pow take float only; fmod is written out (GLSL's mod floors)
+    d.math = [](const std::string& f, DType t, const std::vector<std::string>& a) {
+      if (f == "fmod") return "(" + a[0] + "-" + a[1] + "*trunc(" + a[0] + "/" + a[1] + "))";
+      bool dbl = t == DType::Float64 && f != "sqrt" && f != "trunc";
+      std::string s = f + "(";
+      for (size_t i = 0; i < a.size(); i++)
+        s += (i ? ", " : "") + (dbl ? "float(" + a[i] + ")" : a[i]);
+      return dbl ? "double(" + s + "))" : s + ")";
+    };
+    d.alu = [](const UOp& u, const std::vector<std::string>& a) -> std::string {
+      if (u.dtype == DType::Bool && (u.op == Ops::AND || u.op == Ops::OR || u.op == Ops::XOR))
+        return "(" + a[0] + (u.op == Ops::AND ? "&&" : u.op == Ops::OR ? "||" : "^^") + a[1] + ")";
+      if (u.dtype == DType::Bool && u.op == Ops::MAX) return "(" + a[0] + "||" + a[1] + ")";
+      if (!u.src.empty() && u.src[0]->dtype == DType::Bool && u.op == Ops::CMPLT) return "(!" + a[0] + "&&" + a[1] + ")";
+      return "";
+    };
+    d.rem = [](const std::string& a, const std::string& b) { return "(" + a + "-(" + a + "/" + b + ")*" + b + ")"; };
+    d.special = [](const std::string& n) {
+      return std::string("int(") + (n[0] == 'g' ? "gl_WorkGroupID." : "gl_LocalInvocationID.") + "xyz"[n.back() - '0'] +
+             ")";
+    };
+    d.inf = "uintBitsToFloat(0x7f800000u)";
+    d.nan = "uintBitsToFloat(0x7fc00000u)";
+    d.int64_suffix = "l";
+    d.uint64_suffix = "ul";
+    d.double_suffix = "lf";
+    d.typed_literals = true;
+    d.barrier = "memoryBarrierShared(); barrier();";
+    d.shared_in_body = false;
+    d.header = [](const KernelParts& k) {
+      std::ostringstream os;
+      os << "#version 450\n// " << k.fn << "\n";
+      os << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
+      os << "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_16bit_storage : require\n";
+      os << "layout(local_size_x = " << (k.local_size.size() > 0 ? k.local_size[0] : 1)
+         << ", local_size_y = " << (k.local_size.size() > 1 ? k.local_size[1] : 1)
+         << ", local_size_z = " << (k.local_size.size() > 2 ? k.local_size[2] : 1) << ") in;\n";
+      for (auto& [i, t] : k.globals)
+        os << "layout(std430, set = 0, binding = " << i << ") " << (i == 0 ? "" : "readonly ") << "buffer B" << i
+           << " { " << storage_type(t) << " data" << i << "[]; };\n";
+      for (auto& s : k.shared)
+        os << "shared " << s << ";\n";
+      if (k.body.find("bf16_bits(") != std::string::npos)
+        os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return uint16_t((u + 0x7fffu + ((u >> 16) & "
+              "1u)) >> 16); }\n";
+      os << "void main() {\n" << k.body << "}\n";
+      return os.str();
+    };
+    return d;
+  }();
+  return d;
+}
+
+// GLSL -> SPIR-V words, or an error with glslang's log.
+std::vector<uint32_t> glsl_to_spirv(const std::string& fn, const std::string& src) {
+  static std::once_flag once;
+  std::call_once(once, [] { glslang_initialize_process(); });
+  glslang_input_t in{};
+  in.language = GLSLANG_SOURCE_GLSL;
+  in.stage = GLSLANG_STAGE_COMPUTE;
+  in.client = GLSLANG_CLIENT_VULKAN;
+  in.client_version = GLSLANG_TARGET_VULKAN_1_2;
+  in.target_language = GLSLANG_TARGET_SPV;
+  in.target_language_version = GLSLANG_TARGET_SPV_1_5;
+  in.code = src.c_str();
+  in.default_version = 450;
+  in.default_profile = GLSLANG_NO_PROFILE;
+  in.messages = static_cast<glslang_messages_t>(GLSLANG_MSG_SPV_RULES_BIT | GLSLANG_MSG_VULKAN_RULES_BIT);
+  in.resource = glslang_default_resource();
+  std::unique_ptr<glslang_shader_t, void (*)(glslang_shader_t*)> sh(glslang_shader_create(&in), glslang_shader_delete);
+  auto fail = [&](const char* stage, const char* log) {
+    throw std::runtime_error(std::string("VULKAN: kernel ") + fn + " did not compile (" + stage + "):\n" + log);
+  };
+  if (!glslang_shader_preprocess(sh.get(), &in)) fail("preprocess", glslang_shader_get_info_log(sh.get()));
+  if (!glslang_shader_parse(sh.get(), &in)) fail("parse", glslang_shader_get_info_log(sh.get()));
+  std::unique_ptr<glslang_program_t, void (*)(glslang_program_t*)> prog(glslang_program_create(),
+                                                                         glslang_program_delete);
+  glslang_program_add_shader(prog.get(), sh.get());
+  if (!glslang_program_link(prog.get(), in.messages)) fail("link", glslang_program_get_info_log(prog.get()));
+  glslang_program_SPIRV_generate(prog.get(), GLSLANG_STAGE_COMPUTE);
+  const uint32_t* w = glslang_program_SPIRV_get_ptr(prog.get());
+  return std::vector<uint32_t>(w, w + glslang_program_SPIRV_get_size(prog.get()));
+}
+
+// SPIRV-Tools: validation (every module, before it runs) and disassembly (:src).
+std::string spirv_tool(const std::vector<uint32_t>& words, bool disassemble) {
+  spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
+  spv_diagnostic diag = nullptr;
+  spv_text text = nullptr;
+  spv_result_t r =
+      disassemble ? spvBinaryToText(ctx, words.data(), words.size(),
+                                    SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES | SPV_BINARY_TO_TEXT_OPTION_INDENT, &text,
+                                    &diag)
+                  : spvValidateBinary(ctx, words.data(), words.size(), &diag);
+  std::string out = r == SPV_SUCCESS ? (text ? std::string(text->str, text->length) : "")
+                                     : std::string(diag && diag->error ? diag->error : "SPIR-V tools failed");
+  if (text) spvTextDestroy(text);
+  if (diag) spvDiagnosticDestroy(diag);
+  spvContextDestroy(ctx);
+  if (r != SPV_SUCCESS) throw std::runtime_error(std::string("VULKAN: SPIR-V ") + (disassemble ? "disassembly" : "validation") + " failed: " + out);
+  return out;
+}
+
+struct VkBuf {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  size_t size = 0;
+};
+
+std::string vk_error(VkResult r) {
+  switch (r) {
+  case VK_ERROR_INCOMPATIBLE_DRIVER: return "no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER): is mesa-vulkan-drivers installed?";
+  case VK_ERROR_OUT_OF_HOST_MEMORY: return "out of host memory";
+  case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "out of device memory";
+  case VK_ERROR_INITIALIZATION_FAILED: return "initialization failed";
+  case VK_ERROR_DEVICE_LOST: return "device lost";
+  default: return "Vulkan error " + std::to_string(static_cast<int>(r));
+  }
+}
+void check(VkResult r, const std::string& what) {
+  if (r != VK_SUCCESS) throw std::runtime_error("VULKAN: " + what + ": " + vk_error(r));
+}
+
+struct Context {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice phys = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t family = 0, memory_type = 0;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  std::string description;
+  VkPhysicalDeviceLimits limits{};
+  std::mutex m; // one submission at a time on the queue
+
+  Context() {
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "moongrad";
+    app.apiVersion = VK_API_VERSION_1_2;
+    VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ici.pApplicationInfo = &app;
+    check(vkCreateInstance(&ici, nullptr, &instance), "creating an instance");
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(instance, &n, nullptr);
+    if (n == 0) throw std::runtime_error("VULKAN: no Vulkan device (is mesa-vulkan-drivers installed?)");
+    std::vector<VkPhysicalDevice> devs(n);
+    vkEnumeratePhysicalDevices(instance, &n, devs.data());
+    phys = devs[0];
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(phys, &props);
+    limits = props.limits;
+    description = props.deviceName;
+    description += " / Vulkan " + std::to_string(VK_VERSION_MAJOR(props.apiVersion)) + "." +
+                   std::to_string(VK_VERSION_MINOR(props.apiVersion)) + "." +
+                   std::to_string(VK_VERSION_PATCH(props.apiVersion));
+    uint32_t nf = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &nf, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(nf);
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &nf, fams.data());
+    bool found = false;
+    for (uint32_t i = 0; i < nf && !found; i++)
+      if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = i, found = true;
+    if (!found) throw std::runtime_error("VULKAN: the device has no compute queue");
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+    found = false;
+    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    for (uint32_t i = 0; i < mp.memoryTypeCount && !found; i++)
+      if ((mp.memoryTypes[i].propertyFlags & want) == want) memory_type = i, found = true;
+    if (!found) throw std::runtime_error("VULKAN: the device has no host-visible memory");
+    // the small types the shaders use, where the device has them
+    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    f11.pNext = &f12;
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &f11;
+    vkGetPhysicalDeviceFeatures2(phys, &f2);
+    float prio = 1;
+    VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qci.queueFamilyIndex = family;
+    qci.queueCount = 1;
+    qci.pQueuePriorities = &prio;
+    VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    dci.pNext = &f2;
+    dci.queueCreateInfoCount = 1;
+    dci.pQueueCreateInfos = &qci;
+    check(vkCreateDevice(phys, &dci, nullptr, &device), "creating a device");
+    vkGetDeviceQueue(device, family, 0, &queue);
+    VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pci.queueFamilyIndex = family;
+    check(vkCreateCommandPool(device, &pci, nullptr, &pool), "creating a command pool");
+  }
+  ~Context() {
+    if (pool) vkDestroyCommandPool(device, pool, nullptr);
+    if (device) vkDestroyDevice(device, nullptr);
+    if (instance) vkDestroyInstance(instance, nullptr);
+  }
+};
+
+class VkProgram : public Program {
+public:
+  VkProgram(Context& c, const std::vector<uint32_t>& spirv, uint32_t bindings) : c_(c), bindings_(bindings) {
+    VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    smci.codeSize = spirv.size() * 4;
+    smci.pCode = spirv.data();
+    check(vkCreateShaderModule(c.device, &smci, nullptr, &module_), "creating a shader module");
+    std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+    for (uint32_t i = 0; i < bindings; i++)
+      b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    lci.bindingCount = bindings;
+    lci.pBindings = b.data();
+    check(vkCreateDescriptorSetLayout(c.device, &lci, nullptr, &set_layout_), "creating a descriptor layout");
+    VkPipelineLayoutCreateInfo plci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    plci.setLayoutCount = 1;
+    plci.pSetLayouts = &set_layout_;
+    check(vkCreatePipelineLayout(c.device, &plci, nullptr, &layout_), "creating a pipeline layout");
+    VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cpci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    cpci.stage.module = module_;
+    cpci.stage.pName = "main";
+    cpci.layout = layout_;
+    check(vkCreateComputePipelines(c.device, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_), "creating a pipeline");
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(bindings, 1)};
+    VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dpci.maxSets = 1;
+    dpci.poolSizeCount = 1;
+    dpci.pPoolSizes = &ps;
+    check(vkCreateDescriptorPool(c.device, &dpci, nullptr, &dpool_), "creating a descriptor pool");
+    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    dsai.descriptorPool = dpool_;
+    dsai.descriptorSetCount = 1;
+    dsai.pSetLayouts = &set_layout_;
+    check(vkAllocateDescriptorSets(c.device, &dsai, &set_), "allocating a descriptor set");
+    VkCommandBufferAllocateInfo cbai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cbai.commandPool = c.pool;
+    cbai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cbai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(c.device, &cbai, &cmd_), "allocating a command buffer");
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    check(vkCreateFence(c.device, &fci, nullptr, &fence_), "creating a fence");
+  }
+  ~VkProgram() override {
+    vkDestroyFence(c_.device, fence_, nullptr);
+    vkFreeCommandBuffers(c_.device, c_.pool, 1, &cmd_);
+    vkDestroyDescriptorPool(c_.device, dpool_, nullptr);
+    vkDestroyPipeline(c_.device, pipeline_, nullptr);
+    vkDestroyPipelineLayout(c_.device, layout_, nullptr);
+    vkDestroyDescriptorSetLayout(c_.device, set_layout_, nullptr);
+    vkDestroyShaderModule(c_.device, module_, nullptr);
+  }
+  VkProgram(const VkProgram&) = delete;
+  VkProgram& operator=(const VkProgram&) = delete;
+  void run(void** bufs, size_t n, const Launch& l) override {
+    std::lock_guard<std::mutex> lk(c_.m);
+    std::vector<VkDescriptorBufferInfo> infos(bindings_);
+    std::vector<VkWriteDescriptorSet> writes(bindings_);
+    for (uint32_t i = 0; i < bindings_ && i < n; i++) {
+      infos[i] = {static_cast<VkBuf*>(bufs[i])->buffer, 0, VK_WHOLE_SIZE};
+      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = set_;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(c_.device, std::min<uint32_t>(bindings_, static_cast<uint32_t>(n)), writes.data(), 0, nullptr);
+    uint32_t g[3] = {1, 1, 1};
+    for (size_t i = 0; i < 3 && i < l.global_size.size(); i++)
+      g[i] = static_cast<uint32_t>(l.global_size[i]);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check(vkBeginCommandBuffer(cmd_, &bi), "recording");
+    vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
+    vkCmdDispatch(cmd_, g[0], g[1], g[2]);
+    check(vkEndCommandBuffer(cmd_), "recording");
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd_;
+    check(vkQueueSubmit(c_.queue, 1, &si, fence_), "submitting a kernel");
+    check(vkWaitForFences(c_.device, 1, &fence_, VK_TRUE, UINT64_MAX), "running a kernel");
+    vkResetFences(c_.device, 1, &fence_);
+  }
+
+private:
+  Context& c_;
+  uint32_t bindings_;
+  VkShaderModule module_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkPipeline pipeline_ = VK_NULL_HANDLE;
+  VkDescriptorPool dpool_ = VK_NULL_HANDLE;
+  VkDescriptorSet set_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+class VulkanDevice : public Device {
+public:
+  std::string name() const override { return "VULKAN"; }
+  std::string unavailable() const override {
+    try {
+      ctx();
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  Target target() const override {
+    Target t;
+    t.gpu = true;
+    t.max_local = 256;
+    t.max_groups = 65535;
+    t.max_shared = 16384;
+    if (unavailable().empty()) {
+      const auto& lim = ctx().limits;
+      t.max_local = std::min<int64_t>(lim.maxComputeWorkGroupInvocations, 1024);
+      t.max_groups = std::min({lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
+                               lim.maxComputeWorkGroupCount[2]});
+      t.max_shared = lim.maxComputeSharedMemorySize;
+    }
+    return t;
+  }
+  std::string fingerprint() const override { return "VULKAN glslang " + ctx().description; }
+  void* alloc(size_t bytes) override {
+    Context& c = ctx();
+    auto b = std::make_unique<VkBuf>();
+    b->size = bytes;
+    VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bci.size = bytes;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    check(vkCreateBuffer(c.device, &bci, nullptr, &b->buffer), "creating a buffer of " + std::to_string(bytes) + " bytes");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(c.device, b->buffer, &req);
+    VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    mai.allocationSize = req.size;
+    mai.memoryTypeIndex = c.memory_type;
+    VkResult r = vkAllocateMemory(c.device, &mai, nullptr, &b->memory);
+    if (r != VK_SUCCESS) vkDestroyBuffer(c.device, b->buffer, nullptr);
+    check(r, "allocating " + std::to_string(bytes) + " bytes");
+    vkBindBufferMemory(c.device, b->buffer, b->memory, 0);
+    check(vkMapMemory(c.device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "mapping memory");
+    void* key = b.get();
+    std::lock_guard<std::mutex> lk(m_);
+    bufs_[key] = std::move(b);
+    return key;
+  }
+  void free(void* p, size_t) override {
+    std::unique_ptr<VkBuf> b;
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      auto it = bufs_.find(p);
+      if (it == bufs_.end()) return;
+      b = std::move(it->second);
+      bufs_.erase(it);
+    }
+    vkUnmapMemory(ctx().device, b->memory);
+    vkDestroyBuffer(ctx().device, b->buffer, nullptr);
+    vkFreeMemory(ctx().device, b->memory, nullptr);
+  }
+  void copyin(void* dst, const void* src, size_t n) override {
+    if (n) std::memcpy(static_cast<VkBuf*>(dst)->mapped, src, n);
+  }
+  void copyout(void* dst, const void* src, size_t n) override {
+    if (n) std::memcpy(dst, static_cast<const VkBuf*>(src)->mapped, n);
+  }
+  std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool) override {
+    return render_cstyle(glsl_dialect(), fn, linear, false);
+  }
+  std::string compiled_text(const std::string& fn, const std::string& src) override {
+    auto words = glsl_to_spirv(fn, src);
+    spirv_tool(words, false);
+    return spirv_tool(words, true);
+  }
+  int compile_count() const override { return compiles_; }
+  std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
+    std::vector<uint32_t> words;
+    {
+      std::lock_guard<std::mutex> lk(compile_m_); // glslang keeps some state per process
+      words = glsl_to_spirv(fn, src);
+    }
+    spirv_tool(words, false); // every module is validated before it runs
+    compiles_++;
+    uint32_t bindings = 0;
+    for (size_t at = 0; (at = src.find("binding = ", at)) != std::string::npos; at++)
+      bindings++;
+    return std::make_unique<VkProgram>(ctx(), words, bindings);
+  }
+
+private:
+  Context& ctx() const {
+    std::call_once(once_, [&] {
+      try {
+        ctx_ = std::make_unique<Context>();
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+    });
+    if (!ctx_) throw std::runtime_error(error_);
+    return *ctx_;
+  }
+  mutable std::once_flag once_;
+  mutable std::unique_ptr<Context> ctx_;
+  mutable std::string error_;
+  std::mutex m_, compile_m_;
+  std::map<void*, std::unique_ptr<VkBuf>> bufs_;
+  std::atomic<int> compiles_{0};
+};
+
+const bool registered = register_device("VULKAN", [] { return std::make_unique<VulkanDevice>(); });
+
+} // namespace
+} // namespace mg
