@@ -90,6 +90,13 @@ std::vector<std::string> device_names() {
   return r;
 }
 
+Device& check_runnable(const std::string& name) {
+  Device& d = get_device(name);
+  if (std::string why = d.unavailable(); !why.empty())
+    throw std::invalid_argument("device " + name + " cannot run here: " + why);
+  return d;
+}
+
 std::string default_device() { return settings().device; }
 
 } // namespace mg

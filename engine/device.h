@@ -100,6 +100,8 @@ using DeviceFactory = std::function<std::unique_ptr<Device>()>;
 bool register_device(const std::string& name, DeviceFactory f);
 Device& get_device(const std::string& name);
 std::vector<std::string> device_names();
+// The device, or an error naming why it cannot run kernels here (or the known devices).
+Device& check_runnable(const std::string& name);
 // "CPU" unless DEV/CLANG say otherwise.
 std::string default_device();
 

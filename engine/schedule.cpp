@@ -269,6 +269,13 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   auto out = std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->numel()));
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u, {}, false);
+  // A kernel runs where its inputs live; one with none (a constant, arange) on the default device.
+  for (size_t i = 1; i < kb.bufs.size(); i++) {
+    if (i == 1) out->device = kb.bufs[i]->device;
+    if (kb.bufs[i]->device != out->device)
+      throw std::invalid_argument("a kernel reads tensors on " + out->device + " and on " + kb.bufs[i]->device +
+                                  ": move one with :to(\"" + out->device + "\") first");
+  }
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
   UOpRef store =

@@ -255,7 +255,7 @@ void apply_setting(lua_State* L, Settings& s, const char* key, int v) {
   else if (k == "DEV" || k == "DEVICE") {
     if (lua_type(L, v) != LUA_TSTRING) luaL_error(L, "Context: %s must be a device name", key);
     std::string d = lua_tostring(L, v);
-    get_device(d); // throws for unknown devices, naming the known ones
+    check_runnable(d); // throws for unknown devices (naming the known ones) and ones that cannot run
     s.device = d;
   } else
     luaL_error(L, "Context: unknown setting '%s' (DEBUG, BEAM, NOOPT, DEV)", key);
@@ -318,10 +318,12 @@ int device_newindex(lua_State* L) {
   std::string k = luaL_checkstring(L, 2);
   if (k != "DEFAULT") return luaL_error(L, "Device has no field '%s'", k.c_str());
   std::string d = luaL_checkstring(L, 3);
-  get_device(d);
+  check_runnable(d);
   settings().device = d;
   return 0;
 }
+// Device.names(): the devices compiled in, and a table of why each one that cannot run here
+// cannot ({CUDA = "no CUDA driver here ..."}).
 int device_names_fn(lua_State* L) {
   auto names = device_names();
   lua_createtable(L, static_cast<int>(names.size()), 0);
@@ -329,7 +331,14 @@ int device_names_fn(lua_State* L) {
     lua_pushstring(L, names[i].c_str());
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
-  return 1;
+  lua_newtable(L);
+  for (auto& n : names) {
+    std::string why = get_device(n).unavailable();
+    if (why.empty()) continue;
+    lua_pushstring(L, why.c_str());
+    lua_setfield(L, -2, n.c_str());
+  }
+  return 2;
 }
 
 const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};

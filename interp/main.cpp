@@ -80,7 +80,7 @@ int run(int argc, char** argv) {
   Options o;
   if (int rc = parse(argc, argv, o); rc >= 0) return rc;
   try {
-    mg::get_device(mg::settings().device); // a bad DEV= is reported now, not at the first tensor
+    mg::check_runnable(mg::settings().device); // a bad DEV= is reported now, not at the first tensor
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moongrad: DEV=%s: %s\n", mg::settings().device.c_str(), e.what());
     return 1;

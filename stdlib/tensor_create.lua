@@ -8,20 +8,44 @@ local function is_dtype(s)
   return type(s) == "string" and pcall(dtypes.itemsize, s)
 end
 
--- nil, or the name of a device that exists (any case); the engine makes tensors there.
+-- nil, or the name of a device that exists and runs here (any case), as the engine names it.
 local function check_device(name, device)
   if device == nil then return end
   if type(device) ~= "string" then error(("%s: device must be a string, got %s"):format(name, type(device)), 0) end
-  for _, d in ipairs(Device.names()) do
+  local names, why = Device.names()
+  for _, d in ipairs(names) do
     if d:upper() == device:upper() then
-      if d:upper() ~= Device.DEFAULT:upper() then
-        error(("%s: making tensors on %s is not supported yet (the default device is %s)"):format(name, d,
-          Device.DEFAULT), 0)
-      end
-      return
+      if why[d] then error(("%s: device %s cannot run here: %s"):format(name, d, why[d]), 0) end
+      return d
     end
   end
-  error(("%s: unknown device '%s' (known: %s)"):format(name, device, table.concat(Device.names(), ", ")), 0)
+  error(("%s: unknown device '%s' (known: %s)"):format(name, device, table.concat(names, ", ")), 0)
+end
+
+-- Runs a creation function with `device` as the default device, and realizes what it makes
+-- there (a lazy constant has no device until it is realized). The default comes back even when
+-- fn fails.
+local function on_device(name, device, fn, ...)
+  local d = check_device(name, device)
+  if d == nil or d == Device.DEFAULT then return fn(...) end
+  local prev = Device.DEFAULT
+  Device.DEFAULT = d
+  local ok, r = pcall(fn, ...)
+  if ok then ok, r = pcall(function() return r:realize() end) end
+  Device.DEFAULT = prev
+  if not ok then error(r, 0) end
+  return r
+end
+T._on_device = on_device
+
+-- def for a creation function whose parameter "device" picks where it makes the tensor
+local function def_on(name, params, fn)
+  local at
+  for i, p in ipairs(params) do if p == "device" then at = i end end
+  return def(name, params, function(...)
+    local device = select(at, ...)
+    return on_device(name, device, fn, ...)
+  end)
 end
 
 local function finish(t, requires_grad)
@@ -55,28 +79,26 @@ local raw_call = getmetatable(T).__call
 getmetatable(T).__call = args.wrap("Tensor", { "cls", "data", "device", "dtype", "requires_grad" },
   function(_, data, device, dtype, requires_grad)
     if dtype == nil and is_dtype(device) then device, dtype = nil, device end
-    check_device("Tensor", device)
-    return finish(dtype and raw_call(T, data, dtype) or raw_call(T, data), requires_grad)
+    return on_device("Tensor", device, function()
+      return finish(dtype and raw_call(T, data, dtype) or raw_call(T, data), requires_grad)
+    end)
   end)
 
 for _, name in ipairs({ "zeros", "ones", "empty" }) do
   local f = C[name]
-  def(name, { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, requires_grad)
-    check_device(name, device)
+  def_on(name, { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, requires_grad)
     local shape
     shape, dtype = shape_of(name, rest, dtype)
     return finish(dtype and f(shape, dtype) or f(shape), requires_grad)
   end)
 end
 
-def("full", { "shape", "fill_value", "dtype", "device", "requires_grad" }, function(shape, v, dtype, device, rg)
-  check_device("full", device)
+def_on("full", { "shape", "fill_value", "dtype", "device", "requires_grad" }, function(shape, v, dtype, device, rg)
   if type(shape) ~= "table" then shape = { shape } end
   return finish(dtype and C.full(shape, v, dtype) or C.full(shape, v), rg)
 end)
 
-def("arange", { "start", "stop", "step", "dtype", "device", "requires_grad" }, function(start, stop, step, dtype, device, rg)
-  check_device("arange", device)
+def_on("arange", { "start", "stop", "step", "dtype", "device", "requires_grad" }, function(start, stop, step, dtype, device, rg)
   local a = { start }
   if stop ~= nil then a[2] = stop end
   if step ~= nil then a[2] = stop or error("arange: step given without stop", 0); a[3] = step end
@@ -84,8 +106,7 @@ def("arange", { "start", "stop", "step", "dtype", "device", "requires_grad" }, f
   return finish(C.arange(table.unpack(a)), rg)
 end)
 
-def("linspace", { "start", "stop", "steps", "dtype", "device", "requires_grad" }, function(start, stop, steps, dtype, device, rg)
-  check_device("linspace", device)
+def_on("linspace", { "start", "stop", "steps", "dtype", "device", "requires_grad" }, function(start, stop, steps, dtype, device, rg)
   if math.type(steps) ~= "integer" or steps < 0 then
     error(("linspace: steps must be a non-negative integer, got %s"):format(tostring(steps)), 0)
   end
@@ -100,8 +121,7 @@ def("linspace", { "start", "stop", "steps", "dtype", "device", "requires_grad" }
   return finish(r, rg)
 end)
 
-def("eye", { "n", "m", "dtype", "device", "requires_grad" }, function(n, m, dtype, device, rg)
-  check_device("eye", device)
+def_on("eye", { "n", "m", "dtype", "device", "requires_grad" }, function(n, m, dtype, device, rg)
   if math.type(n) ~= "integer" or n < 0 or (m ~= nil and (math.type(m) ~= "integer" or m < 0)) then
     error(("eye: n and m must be non-negative integers, got %s, %s"):format(tostring(n), tostring(m)), 0)
   end
@@ -136,8 +156,7 @@ end)
 
 for _, name in ipairs({ "rand", "randn" }) do
   local f = C[name]
-  def(name, { "...", "dtype", "device", "requires_grad", "contiguous" }, function(rest, dtype, device, rg)
-    check_device(name, device)
+  def_on(name, { "...", "dtype", "device", "requires_grad", "contiguous" }, function(rest, dtype, device, rg)
     local shape
     shape, dtype = shape_of(name, rest, dtype)
     if dtype and not dtypes.is_float(dtype) then

@@ -41,14 +41,20 @@ end)
 -- ---------------------------------------------------------------- small tinygrad methods
 
 def("clone", { "self" }, function(self) return self:contiguous() end)
+-- A copy on another device (through host memory), or x itself when it is there already.
+-- Gradients do not flow through the copy yet.
 def("to", { "self", "device" }, function(self, device)
   if type(device) ~= "string" then error("to: device must be a string", 0) end
-  if device:upper() ~= self.device:upper() then
-    error(("to: copying between devices (%s -> %s) is not supported yet"):format(self.device, device), 0)
+  if device:upper() == self.device:upper() then return self end
+  local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
+  return T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
+end)
+def("to_", { "self", "device" }, function(self, device)
+  if type(device) ~= "string" or device:upper() ~= self.device:upper() then
+    error("to_: moving a tensor in place is not supported; use x = x:to(device)", 0)
   end
   return self
 end)
-def("to_", { "self", "device" }, function(self, device) T.to(self, device); return self end)
 def("data", { "self" }, function(self) return self:flatten():tolist() end)
 def("replace", { "self", "x", "allow_shape_mismatch" }, function(self, x, mismatch)
   if not is_tensor(x) then error("replace: expected a Tensor", 0) end

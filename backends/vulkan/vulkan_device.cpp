@@ -47,13 +47,67 @@ std::string storage_type(DType t) {
   return t == DType::BFloat16 ? "uint16_t" : glsl_type(t);
 }
 
+// GLSL's exp2, log2, sin and pow take float only, so float64 gets its own, from arithmetic:
+// exp2 by 2^n times a degree-14 Taylor series of 2^f (|f| <= 1/2, error ~1e-16); log2 by the
+// exponent plus the series of ln in t = (m-1)/(m+1) (|t| <= 0.172, to t^23); sin by reduction
+// modulo pi/2 (pi/2 in two parts) and the sin or cos series on |r| <= pi/4; pow by repeated
+// squaring for integer exponents up to 64 (exact where the result is), else exp2(y log2 x).
+const char* kFloat64Math = R"(double mg_exp2d(double x) {
+  if (isnan(x)) return x;
+  if (x > 1100.0lf) return 1.0lf / 0.0lf;
+  if (x < -1100.0lf) return 0.0lf;
+  double n = round(x), f = (x - n) * 0.6931471805599453lf, p = 1.0lf, t = 1.0lf;
+  for (int k = 1; k <= 14; k++) { t *= f / double(k); p += t; }
+  int e = int(n), a = e / 2;
+  return ldexp(ldexp(p, a), e - a);
+}
+double mg_log2d(double x) {
+  if (isnan(x) || x < 0.0lf) return 0.0lf / 0.0lf;
+  if (x == 0.0lf) return -1.0lf / 0.0lf;
+  if (isinf(x)) return x;
+  int e;
+  double m = frexp(x, e);
+  if (m < 0.7071067811865476lf) { m *= 2.0lf; e -= 1; }
+  double t = (m - 1.0lf) / (m + 1.0lf), t2 = t * t, s = 0.0lf, p = t;
+  for (int k = 1; k <= 23; k += 2) { s += p / double(k); p *= t2; }
+  return double(e) + 2.0lf * s * 1.4426950408889634lf;
+}
+double mg_sind(double x) {
+  if (isnan(x) || isinf(x)) return 0.0lf / 0.0lf;
+  double k = round(x * 0.6366197723675814lf);
+  double r = (x - k * 1.5707963267341256lf) - k * 6.077100506506192e-11lf, r2 = r * r;
+  int q = int(mod(k, 4.0lf));
+  double s = r, c = 1.0lf, ts = r, tc = 1.0lf;
+  for (int i = 1; i <= 10; i++) {
+    ts *= -r2 / double((2 * i) * (2 * i + 1)); s += ts;
+    tc *= -r2 / double((2 * i - 1) * (2 * i)); c += tc;
+  }
+  return q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;
+}
+double mg_powd(double x, double y) {
+  if (y == 0.0lf) return 1.0lf;
+  if (trunc(y) == y && abs(y) <= 64.0lf) {
+    double r = 1.0lf, b = x;
+    for (int n = int(abs(y)); n > 0; n >>= 1) { if ((n & 1) != 0) r *= b; b *= b; }
+    return y < 0.0lf ? 1.0lf / r : r;
+  }
+  if (x < 0.0lf) {
+    if (trunc(y) != y) return 0.0lf / 0.0lf;
+    double r = mg_exp2d(y * mg_log2d(-x));
+    return mod(y, 2.0lf) == 1.0lf ? -r : r;
+  }
+  return mg_exp2d(y * mg_log2d(x));
+}
+)";
+
 const Dialect& glsl_dialect() {
   static const Dialect d = [] {
     Dialect d;
     d.name = "GLSL";
     d.type = glsl_type;
     d.load = [](DType t, const std::string& b, const std::string& i) {
-      std::string e = b + "[" + i + "]";
+      // a gated load may have a negative constant index (never read): GLSL rejects it at compile time
+      std::string e = b + "[" + (i.rfind("(-", 0) == 0 && i.find_first_not_of("(-0123456789)") == std::string::npos ? "0" : i) + "]";
       if (t == DType::Bool) return "(" + e + "!=uint8_t(0))";
       if (t == DType::Float16) return "float(" + e + ")";
       if (t == DType::BFloat16) return "uintBitsToFloat(uint(" + e + ")<<16)";
@@ -75,10 +129,10 @@ const Dialect& glsl_dialect() {
     d.math = [](const std::string& f, DType t, const std::vector<std::string>& a) {
       if (f == "fmod") return "(" + a[0] + "-" + a[1] + "*trunc(" + a[0] + "/" + a[1] + "))";
       bool dbl = t == DType::Float64 && f != "sqrt" && f != "trunc";
-      std::string s = f + "(";
+      std::string s = (dbl ? "mg_" + f + "d(" : f + "(");
       for (size_t i = 0; i < a.size(); i++)
-        s += (i ? ", " : "") + (dbl ? "float(" + a[i] + ")" : a[i]);
-      return dbl ? "double(" + s + "))" : s + ")";
+        s += (i ? ", " : "") + a[i];
+      return s + ")";
     };
     d.alu = [](const UOp& u, const std::vector<std::string>& a) -> std::string {
       if (u.dtype == DType::Bool && (u.op == Ops::AND || u.op == Ops::OR || u.op == Ops::XOR))
@@ -116,6 +170,7 @@ const Dialect& glsl_dialect() {
       if (k.body.find("bf16_bits(") != std::string::npos)
         os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return uint16_t((u + 0x7fffu + ((u >> 16) & "
               "1u)) >> 16); }\n";
+      if (k.body.find("mg_") != std::string::npos) os << kFloat64Math;
       os << "void main() {\n" << k.body << "}\n";
       return os.str();
     };

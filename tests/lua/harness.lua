@@ -12,6 +12,16 @@ function H.test(name, fn)
   end
 end
 
+-- Runs a test that checks what only the CPU device does (its C source, its hand-coded opts); on
+-- another default device it is reported as skipped.
+function H.cpu_test(name, fn)
+  if Device.DEFAULT ~= "CPU" then
+    print(("skipped on %s (checks the CPU device's own output): %s"):format(Device.DEFAULT, name))
+    return
+  end
+  H.test(name, fn)
+end
+
 -- Asserts fn errors and that the message contains each of the plain-text fragments.
 function H.errors(fn, ...)
   local ok, msg = pcall(fn)

@@ -190,7 +190,7 @@ end)
 local function opts_of(t) return table.concat(t:schedule()[#t:schedule()].opts, " ") end
 local function rows(t) return t:tolist() end
 
-test("hand-coded opts: a window copy gets a tile over channels, values as a Lua loop", function()
+H.cpu_test("hand-coded opts: a window copy gets a tile over channels, values as a Lua loop", function()
   local x = Tensor.rand(2, 16, 5, 5):realize()
   local cols = x:_pool({ 3, 3 }, { 1, 1 }, { 1, 1 }):permute(0, 2, 3, 1, 4, 5):contiguous()
   assert(opts_of(cols):find("UPCAST%(3, 4%)"), "window copy opts: " .. opts_of(cols))
@@ -212,7 +212,7 @@ local function dot_check(a, b, c, picks)
   end
 end
 
-test("hand-coded opts: a row as wide as two vectors, and a tall matmul in blocks", function()
+H.cpu_test("hand-coded opts: a row as wide as two vectors, and a tall matmul in blocks", function()
   local a, b = Tensor.rand(16, 40):realize(), Tensor.rand(40, 26):realize()
   local c = a:matmul(b)
   assert(opts_of(c):find("UPCAST%(1, 26%)"), "26-wide row: " .. opts_of(c))
