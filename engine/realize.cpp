@@ -98,6 +98,16 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
   return stages_of(ast, lower_kernel(ast));
 }
 
+RenderedKernel render_on(const ScheduleItem& item, const std::string& device, bool compiled) {
+  Device& d = get_device(device);
+  LoweredKernel k = lower_kernel(item.ast, nullptr, d.target());
+  RenderedKernel r{k.name, d.render(k.name, k.linear, false), "", ""};
+  if (compiled) r.compiled = d.compiled_text(k.name, r.src);
+  r.launch = d.target().gpu ? "global " + shape_str(k.global_size) + ", local " + shape_str(k.local_size)
+                            : "loops on the CPU";
+  return r;
+}
+
 static Target target_of(const ScheduleItem& item) { return get_device(item.bufs.at(0)->device).target(); }
 
 // Worth splitting across cores only when big: waking other threads costs microseconds.

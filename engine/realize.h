@@ -57,6 +57,14 @@ KernelRun try_opts(const ScheduleItem& item, const std::vector<Opt>& opts, int r
 // Lowers, renders and compiles (cached) without running.
 const KernelInfo& kernel_for(const ScheduleItem& item);
 
+// One kernel as another device would build it, without running it (or needing that device's
+// hardware): lowered for its target, rendered, and what its compiler makes of the source where
+// that is text (SPIR-V disassembly, PTX; "" otherwise, or when `compiled` is false).
+struct RenderedKernel {
+  std::string name, src, compiled, launch;
+};
+RenderedKernel render_on(const ScheduleItem& item, const std::string& device, bool compiled);
+
 // Every IR stage for one AST, as DEBUG=4 prints them: "ast" (as scheduled), "opts" (dims merged,
 // UPCAST/UNROLL applied), "lowered" (loops and index math), "simplified", "linear".
 std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast);

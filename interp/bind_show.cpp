@@ -177,7 +177,28 @@ int show_beam_cache(lua_State* L) {
   return 3;
 }
 
+// show.render(x, device [, compiled]): the kernels x would run, built for `device` without
+// running them: {{name, src, compiled, launch}, ...}.
+int show_render(lua_State* L) {
+  Tensor& x = check_tensor(L, 1);
+  std::string dev = luaL_checkstring(L, 2);
+  bool compiled = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
+  auto items = x.schedule();
+  lua_createtable(L, static_cast<int>(items.size()), 0);
+  for (size_t i = 0; i < items.size(); i++) {
+    RenderedKernel k = render_on(items[i], dev, compiled);
+    lua_createtable(L, 0, 4);
+    for (auto [key, v] : {std::pair{"name", &k.name}, {"src", &k.src}, {"compiled", &k.compiled}, {"launch", &k.launch}}) {
+      lua_pushlstring(L, v->data(), v->size());
+      lua_setfield(L, -2, key);
+    }
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 const Binding kShowFns[] = {
+    {"show.render", show_render},
     {"show.beam_cache", show_beam_cache}, {"show.try_opts", show_try_opts},
     {"show.typeof", show_typeof},         {"show.fields", show_fields},
     {"show.clock", show_clock},           {"show.kernel_log", show_kernel_log},

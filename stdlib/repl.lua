@@ -7,6 +7,11 @@ local show = show
 
 -- ---------------------------------------------------------------- colon commands
 
+local function is_device(s)
+  for _, n in ipairs(Device.names()) do if n == s:upper() then return true end end
+  return false
+end
+
 local function is_stage(s)
   for _, v in ipairs(show.stages) do
     if v == s then return true end
@@ -37,7 +42,11 @@ function M.translate(line)
   elseif cmd == "device" then
     if rest ~= "" and not rest:match("^[%w_:]+$") then fail((":device takes a device name, got '%s'"):format(rest)) end
     return ("show.device(%s)"):format(rest == "" and "nil" or ("%q"):format(rest:upper()))
-  elseif cmd == "schedule" or cmd == "src" or cmd == "kernels" or cmd == "opts" then
+  elseif cmd == "src" then -- :src EXPR [all|DEVICE]
+    local e, dev = expr():match("^(.-)%s+(%a+)$")
+    if dev and (dev:lower() == "all" or is_device(dev)) then return ("show.src(%s, %q)"):format(e, dev) end
+    return ("show.src(%s)"):format(expr())
+  elseif cmd == "schedule" or cmd == "kernels" or cmd == "opts" then
     return ("show.%s(%s)"):format(cmd, expr())
   elseif cmd == "ir" then
     local e, stage = expr():match("^(.-)%s+([%a_]+)$")

@@ -99,14 +99,52 @@ function show.ir(x, stage)
   if #items == 0 then print("(already realized: no kernels)") end
 end
 
--- The generated source of each kernel x would run (compiled and cached, not run).
-function show.src(x)
-  local items = need_tensor(x, "src"):schedule()
-  for i, item in ipairs(items) do
-    print(("// kernel %d of %d: %s"):format(i, #items, item.name))
-    io.write(item.src)
+-- The generated source of each kernel x would run (compiled and cached, not run). With a device
+-- name, the kernels as that device would build them (it need not be able to run here); with
+-- "all", every device side by side: C, LLVM IR, OpenCL C, GLSL with its SPIR-V, CUDA C with its PTX.
+local DIALECTS = {
+  { "CPU", "C (clang 15, in process)" }, { "LLVM", "LLVM IR (LLVM 15 ORC JIT)" },
+  { "CL", "OpenCL C" }, { "VULKAN", "GLSL compute -> SPIR-V (glslang)", "SPIR-V (disassembled)" },
+  { "CUDA", "CUDA C -> PTX (NVRTC)", "PTX" },
+}
+function show.src(x, device)
+  x = need_tensor(x, "src")
+  if device == nil then
+    local items = x:schedule()
+    for i, item in ipairs(items) do
+      print(("// kernel %d of %d: %s"):format(i, #items, item.name))
+      io.write(item.src)
+    end
+    if #items == 0 then print("(already realized: no kernels)") end
+    return
   end
-  if #items == 0 then print("(already realized: no kernels)") end
+  if type(device) ~= "string" then error("show.src: device must be a name or \"all\"", 0) end
+  local names, why = Device.names()
+  local want = device:upper()
+  local shown = 0
+  for _, d in ipairs(DIALECTS) do
+    local name, lang, compiled = d[1], d[2], d[3]
+    local present = false
+    for _, n in ipairs(names) do present = present or n == name end
+    if present and (want == "ALL" or want == name) then
+      shown = shown + 1
+      local status = why[name] and ("cannot run here: " .. why[name]) or "runs here"
+      print(("==================== %s: %s (%s)"):format(name, lang, status))
+      local ks = show.render(x, name, compiled ~= nil)
+      for i, k in ipairs(ks) do
+        print(("// kernel %d of %d: %s   launch: %s"):format(i, #ks, k.name, k.launch))
+        io.write(k.src)
+        if compiled and k.compiled ~= "" then
+          print(("---- %s of %s"):format(compiled, k.name))
+          io.write(k.compiled)
+        end
+      end
+      if #ks == 0 then print("(already realized: no kernels)") end
+    end
+  end
+  if shown == 0 then
+    error(("show.src: unknown device '%s' (known: %s, or all)"):format(device, table.concat(names, ", ")), 0)
+  end
 end
 
 -- The opts each kernel of x gets (:opts x). With a list of opts ({{"UPCAST", 0, 4},
