@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <unordered_map>
@@ -116,8 +118,29 @@ static bool worth_splitting(const LoweredKernel& k, const KernelInfo& info) {
          info.flops + info.bytes / 4 > (1 << 18);
 }
 
+// MG_CROSS_COMPILE=DEVICE:DIR builds every kernel this process compiles for DEVICE as well,
+// without running it, and writes its source and compiled text (PTX, SPIR-V) to DIR, or the
+// error to a .error file there: the CUDA test compiles the whole op suite this way.
+static void cross_compile(const ScheduleItem& item) {
+  static const char* spec = std::getenv("MG_CROSS_COMPILE");
+  if (!spec) return;
+  std::string s = spec;
+  size_t colon = s.find(':');
+  std::string dev = s.substr(0, colon), dir = colon == std::string::npos ? "." : s.substr(colon + 1);
+  make_dirs(dir);
+  std::string base = dir + "/" + digest(print_tree(item.ast));
+  try {
+    RenderedKernel k = render_on(item, dev, true);
+    std::ofstream(base + ".src") << k.src;
+    std::ofstream(base + ".out") << k.compiled;
+  } catch (const std::exception& e) {
+    std::ofstream(base + ".error") << e.what();
+  }
+}
+
 // Renders and compiles a lowered kernel for the item's device.
 static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k) {
+  cross_compile(item);
   const std::string& dev = item.bufs.at(0)->device;
   Device& d = get_device(dev);
   int dbg = settings().debug;

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Every distinct kernel the op suite makes, built for CUDA (NVRTC -> PTX) while the suite runs on
+# the CPU, and each PTX assembled by ptxas for sm_90. No GPU needed.
+set -euo pipefail
+moongrad=$1; src=$2
+command -v ptxas >/dev/null || PATH=/usr/local/cuda/bin:$PATH
+command -v ptxas >/dev/null || { echo "SKIPPED: no ptxas (CUDA toolkit) here"; exit 0; }
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+for t in test_torch_refs test_autograd test_nn; do
+  MG_CROSS_COMPILE="CUDA:$out" "$moongrad" "$src/tests/lua/$t.lua" > /dev/null
+done
+n=$(find "$out" -name "*.out" | wc -l); errors=$(find "$out" -name "*.error" | wc -l)
+if [ "$errors" -gt 0 ]; then echo "$errors kernels did not compile for CUDA, e.g.:"; find "$out" -name "*.error" | head -1 | xargs cat; exit 1; fi
+[ "$n" -gt 100 ] || { echo "only $n kernels: the suite did not run?"; exit 1; }
+bad=0
+for f in "$out"/*.out; do
+  ptxas -arch=sm_90 -o /dev/null "$f" 2>"$out/ptxas.log" || { bad=$((bad+1)); echo "ptxas failed on $f:"; head -5 "$out/ptxas.log"; }
+done
+echo "$n kernels compiled by NVRTC; ptxas -arch=sm_90 rejected $bad"
+[ "$bad" -eq 0 ]
