@@ -273,8 +273,8 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   for (size_t i = 1; i < kb.bufs.size(); i++) {
     if (i == 1) out->device = kb.bufs[i]->device;
     if (kb.bufs[i]->device != out->device)
-      throw std::invalid_argument("a kernel reads tensors on " + out->device + " and on " + kb.bufs[i]->device +
-                                  ": move one with :to(\"" + out->device + "\") first");
+      throw std::invalid_argument("a kernel reads tensors on " + out->device + " and on " +
+                                  kb.bufs[i]->device + ": move one with :to(\"" + out->device + "\") first");
   }
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);

@@ -188,7 +188,8 @@ int show_render(lua_State* L) {
   for (size_t i = 0; i < items.size(); i++) {
     RenderedKernel k = render_on(items[i], dev, compiled);
     lua_createtable(L, 0, 4);
-    for (auto [key, v] : {std::pair{"name", &k.name}, {"src", &k.src}, {"compiled", &k.compiled}, {"launch", &k.launch}}) {
+    for (auto [key, v] :
+         {std::pair{"name", &k.name}, {"src", &k.src}, {"compiled", &k.compiled}, {"launch", &k.launch}}) {
       lua_pushlstring(L, v->data(), v->size());
       lua_setfield(L, -2, key);
     }
@@ -198,10 +199,10 @@ int show_render(lua_State* L) {
 }
 
 const Binding kShowFns[] = {
-    {"show.render", show_render},
-    {"show.beam_cache", show_beam_cache}, {"show.try_opts", show_try_opts},
-    {"show.typeof", show_typeof},         {"show.fields", show_fields},
-    {"show.clock", show_clock},           {"show.kernel_log", show_kernel_log},
+    {"show.render", show_render},         {"show.beam_cache", show_beam_cache},
+    {"show.try_opts", show_try_opts},     {"show.typeof", show_typeof},
+    {"show.fields", show_fields},         {"show.clock", show_clock},
+    {"show.kernel_log", show_kernel_log},
 };
 
 } // namespace

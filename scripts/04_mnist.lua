@@ -8,18 +8,27 @@
 local lesson = require "lesson"
 local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "mnist_model.lua")
 
-local opts = { dataset = "digits", steps = 1000, bs = 128, lr = 3e-3, min_acc = false, max_loss = false, seed = 1 }
+local opts = { dataset = "digits", device = false, steps = 1000, bs = 128, lr = 3e-3, min_acc = false, max_loss = false, seed = 1 }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or opts[(k:gsub("-", "_"))] == nil then
-      error("unknown argument " .. arg[i] .. " (--dataset digits|fashion, --steps, --bs, --lr, --min-acc, --max-loss, --seed)")
+      error("unknown argument " .. arg[i] .. " (--dataset digits|fashion, --device NAME, --steps, --bs, --lr, --min-acc, --max-loss, --seed)")
     end
     k = k:gsub("-", "_")
     opts[k] = tonumber(arg[i + 1]) or arg[i + 1]
     i = i + 2
   end
+end
+-- --device CL (or VULKAN, LLVM): the model, the data and the training run there
+if opts.device then
+  local names, why = Device.names()
+  if why[opts.device:upper()] then
+    print(("SKIPPED: %s cannot run here: %s"):format(opts.device, why[opts.device:upper()]))
+    return
+  end
+  Device.DEFAULT = opts.device:upper()
 end
 
 Tensor.manual_seed(opts.seed)

@@ -143,7 +143,7 @@ const Dialect& c_dialect() {
       for (auto& [i, t] : k.globals)
         if (t != DType::Void)
           os << "  " << (i == 0 ? "" : "const ") << (t == DType::BFloat16 ? "unsigned short" : c_type(t))
-           << "* restrict data" << i << " = bufs[" << i << "];\n";
+             << "* restrict data" << i << " = bufs[" << i << "];\n";
       os << k.body << "}\n";
       return os.str();
     };

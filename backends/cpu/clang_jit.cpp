@@ -10,20 +10,20 @@
 #include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/SourceMgr.h>
-#include <llvm/Target/TargetMachine.h>
-#include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/IR/LLVMContext.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
 #include <mutex>
@@ -115,8 +115,9 @@ std::string compile_ir(const std::string& ir) {
       features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
   llvm::TargetOptions to;
   to.UnsafeFPMath = false;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features, to, llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, llvm::sys::getHostCPUName(), features, to, llvm::Reloc::PIC_,
+                                  llvm::None, llvm::CodeGenOpt::Aggressive));
   m->setTargetTriple(triple);
   m->setDataLayout(tm->createDataLayout());
   {

@@ -23,15 +23,29 @@ namespace {
 // The IR type of a value; bfloat16 computes in float.
 std::string ll_type(DType t) {
   switch (t) {
-  case DType::Bool: return "i1";
-  case DType::Int8: case DType::UInt8: return "i8";
-  case DType::Int16: case DType::UInt16: return "i16";
-  case DType::Int32: case DType::UInt32: return "i32";
-  case DType::Int64: case DType::UInt64: return "i64";
-  case DType::Float16: return "half";
-  case DType::BFloat16: case DType::Float32: return "float";
-  case DType::Float64: return "double";
-  default: break;
+  case DType::Bool:
+    return "i1";
+  case DType::Int8:
+  case DType::UInt8:
+    return "i8";
+  case DType::Int16:
+  case DType::UInt16:
+    return "i16";
+  case DType::Int32:
+  case DType::UInt32:
+    return "i32";
+  case DType::Int64:
+  case DType::UInt64:
+    return "i64";
+  case DType::Float16:
+    return "half";
+  case DType::BFloat16:
+  case DType::Float32:
+    return "float";
+  case DType::Float64:
+    return "double";
+  default:
+    break;
   }
   throw std::invalid_argument(std::string("the LLVM renderer has no type for ") + name(t));
 }
@@ -97,11 +111,15 @@ struct LRender {
     if (u->op == Ops::CONST) return literal(u->dtype, u->const_value());
     if (u->op == Ops::DEFINE_ACC) return emit("load " + ll_type(u->dtype) + ", ptr " + val.at(u.get()));
     auto it = val.find(u.get());
-    if (it == val.end()) internal_error(std::string("LLVM renderer used ") + name(u->op) + " before defining it");
+    if (it == val.end())
+      internal_error(std::string("LLVM renderer used ") + name(u->op) + " before defining it");
     return it->second;
   }
   std::string intrinsic(const std::string& f, DType t, int args) {
-    std::string ty = ll_type(t), name = "llvm." + f + "." + (ty == "half" ? "f16" : ty == "float" ? "f32" : "f64");
+    std::string ty = ll_type(t), name = "llvm." + f + "." +
+                                        (ty == "half"    ? "f16"
+                                         : ty == "float" ? "f32"
+                                                         : "f64");
     std::string decl = "declare " + ty + " @" + name + "(" + ty + (args == 2 ? ", " + ty : "") + ")";
     declared[decl] = true;
     return "@" + name;
@@ -110,8 +128,9 @@ struct LRender {
 
 std::string cast(LRender& r, DType from, DType to, const std::string& x) {
   std::string ft = ll_type(from), tt = ll_type(to);
-  if (to == DType::Bool) return is_float(from) ? r.emit("fcmp une " + ft + " " + x + ", 0.0")
-                                               : r.emit("icmp ne " + ft + " " + x + ", 0");
+  if (to == DType::Bool)
+    return is_float(from) ? r.emit("fcmp une " + ft + " " + x + ", 0.0")
+                          : r.emit("icmp ne " + ft + " " + x + ", 0");
   if (to == DType::BFloat16) { // round to bfloat16 precision, kept in float
     std::string f = from == DType::BFloat16 || from == DType::Float32 ? x : cast(r, from, DType::Float32, x);
     std::string bits = r.emit("bitcast float " + f + " to i32");
@@ -119,20 +138,24 @@ std::string cast(LRender& r, DType from, DType to, const std::string& x) {
     std::string rounded = r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb);
     std::string top = r.emit("and i32 " + rounded + ", -65536");
     std::string nan = r.emit("fcmp uno float " + f + ", 0.0");
-    return r.emit("select i1 " + nan + ", float " + f + ", float " + r.emit("bitcast i32 " + top + " to float"));
+    return r.emit("select i1 " + nan + ", float " + f + ", float " +
+                  r.emit("bitcast i32 " + top + " to float"));
   }
   if (from == DType::BFloat16) from = DType::Float32;
   ft = ll_type(from);
   if (ft == tt) return x;
   if (is_float(from) && is_float(to))
-    return r.emit(std::string(itemsize(to) > itemsize(from) ? "fpext " : "fptrunc ") + ft + " " + x + " to " + tt);
-  if (is_float(from)) return r.emit(std::string(is_unsigned(to) ? "fptoui " : "fptosi ") + ft + " " + x + " to " + tt);
+    return r.emit(std::string(itemsize(to) > itemsize(from) ? "fpext " : "fptrunc ") + ft + " " + x + " to " +
+                  tt);
+  if (is_float(from))
+    return r.emit(std::string(is_unsigned(to) ? "fptoui " : "fptosi ") + ft + " " + x + " to " + tt);
   if (is_float(to))
-    return r.emit(std::string(is_unsigned(from) || from == DType::Bool ? "uitofp " : "sitofp ") + ft + " " + x +
-                  " to " + tt);
+    return r.emit(std::string(is_unsigned(from) || from == DType::Bool ? "uitofp " : "sitofp ") + ft + " " +
+                  x + " to " + tt);
   int fb = from == DType::Bool ? 1 : itemsize(from) * 8, tb = itemsize(to) * 8;
   if (tb < fb) return r.emit("trunc " + ft + " " + x + " to " + tt);
-  return r.emit(std::string(is_unsigned(from) || from == DType::Bool ? "zext " : "sext ") + ft + " " + x + " to " + tt);
+  return r.emit(std::string(is_unsigned(from) || from == DType::Bool ? "zext " : "sext ") + ft + " " + x +
+                " to " + tt);
 }
 
 std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
@@ -147,18 +170,30 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
     return r.emit("call " + t + " " + r.intrinsic(fn, d, static_cast<int>(a.size())) + "(" + args + ")");
   };
   switch (u.op) {
-  case Ops::NEG: return f ? r.emit("fneg " + t + " " + a[0]) : r.emit("sub " + t + " 0, " + a[0]);
-  case Ops::EXP2: return call("exp2");
-  case Ops::LOG2: return call("log2");
-  case Ops::SIN: return call("sin");
-  case Ops::SQRT: return call("sqrt");
-  case Ops::POW: return call("pow");
-  case Ops::RECIP: return r.emit("fdiv " + t + " " + literal(d, 1) + ", " + a[0]);
-  case Ops::CAST: return cast(r, sd, d, a[0]);
-  case Ops::ADD: return bin(f ? "fadd" : d == DType::Bool ? "or" : "add");
-  case Ops::SUB: return bin(f ? "fsub" : "sub");
-  case Ops::MUL: return bin(f ? "fmul" : d == DType::Bool ? "and" : "mul");
-  case Ops::FDIV: return bin("fdiv");
+  case Ops::NEG:
+    return f ? r.emit("fneg " + t + " " + a[0]) : r.emit("sub " + t + " 0, " + a[0]);
+  case Ops::EXP2:
+    return call("exp2");
+  case Ops::LOG2:
+    return call("log2");
+  case Ops::SIN:
+    return call("sin");
+  case Ops::SQRT:
+    return call("sqrt");
+  case Ops::POW:
+    return call("pow");
+  case Ops::RECIP:
+    return r.emit("fdiv " + t + " " + literal(d, 1) + ", " + a[0]);
+  case Ops::CAST:
+    return cast(r, sd, d, a[0]);
+  case Ops::ADD:
+    return bin(f ? "fadd" : d == DType::Bool ? "or" : "add");
+  case Ops::SUB:
+    return bin(f ? "fsub" : "sub");
+  case Ops::MUL:
+    return bin(f ? "fmul" : d == DType::Bool ? "and" : "mul");
+  case Ops::FDIV:
+    return bin("fdiv");
   case Ops::IDIV:
   case Ops::MOD: {
     if (f) {
@@ -171,33 +206,45 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
     std::string bad = zero;
     if (!un) bad = r.emit("or i1 " + zero + ", " + r.emit("icmp eq " + t + " " + a[1] + ", -1"));
     std::string safe = r.emit("select i1 " + bad + ", " + t + " 1, " + t + " " + a[1]);
-    std::string q = r.emit(std::string(u.op == Ops::IDIV ? (un ? "udiv " : "sdiv ") : (un ? "urem " : "srem ")) + t +
-                           " " + a[0] + ", " + safe);
+    std::string q =
+        r.emit(std::string(u.op == Ops::IDIV ? (un ? "udiv " : "sdiv ") : (un ? "urem " : "srem ")) + t +
+               " " + a[0] + ", " + safe);
     std::string special = u.op == Ops::IDIV && !un ? r.emit("sub " + t + " 0, " + a[0]) : "0";
-    if (u.op == Ops::IDIV && !un) special = r.emit("select i1 " + zero + ", " + t + " 0, " + t + " " + special);
+    if (u.op == Ops::IDIV && !un)
+      special = r.emit("select i1 " + zero + ", " + t + " 0, " + t + " " + special);
     return r.emit("select i1 " + bad + ", " + t + " " + special + ", " + t + " " + q);
   }
   case Ops::MAX: {
-    std::string gt = f ? r.emit("or i1 " + r.emit("fcmp ogt " + t + " " + a[0] + ", " + a[1]) + ", " + // NaN wins
-                                r.emit("fcmp uno " + t + " " + a[0] + ", 0.0"))
-                       : r.emit(std::string(un ? "icmp ugt " : d == DType::Bool ? "icmp ugt " : "icmp sgt ") + t +
-                                " " + a[0] + ", " + a[1]);
+    std::string gt =
+        f ? r.emit("or i1 " + r.emit("fcmp ogt " + t + " " + a[0] + ", " + a[1]) + ", " + // NaN wins
+                   r.emit("fcmp uno " + t + " " + a[0] + ", 0.0"))
+          : r.emit(std::string(un                 ? "icmp ugt "
+                               : d == DType::Bool ? "icmp ugt "
+                                                  : "icmp sgt ") +
+                   t + " " + a[0] + ", " + a[1]);
     return r.emit("select i1 " + gt + ", " + t + " " + a[0] + ", " + t + " " + a[1]);
   }
   case Ops::CMPLT:
     return fs ? r.emit("fcmp olt " + st + " " + a[0] + ", " + a[1])
-              : r.emit(std::string(un || sd == DType::Bool ? "icmp ult " : "icmp slt ") + st + " " + a[0] + ", " +
-                       a[1]);
+              : r.emit(std::string(un || sd == DType::Bool ? "icmp ult " : "icmp slt ") + st + " " + a[0] +
+                       ", " + a[1]);
   case Ops::CMPNE:
-    return fs ? r.emit("fcmp une " + st + " " + a[0] + ", " + a[1]) : r.emit("icmp ne " + st + " " + a[0] + ", " + a[1]);
-  case Ops::AND: return bin("and");
-  case Ops::OR: return bin("or");
-  case Ops::XOR: return bin("xor");
-  case Ops::SHL: return bin("shl");
-  case Ops::SHR: return bin(is_unsigned(d) ? "lshr" : "ashr");
+    return fs ? r.emit("fcmp une " + st + " " + a[0] + ", " + a[1])
+              : r.emit("icmp ne " + st + " " + a[0] + ", " + a[1]);
+  case Ops::AND:
+    return bin("and");
+  case Ops::OR:
+    return bin("or");
+  case Ops::XOR:
+    return bin("xor");
+  case Ops::SHL:
+    return bin("shl");
+  case Ops::SHR:
+    return bin(is_unsigned(d) ? "lshr" : "ashr");
   case Ops::WHERE:
     return r.emit("select i1 " + a[0] + ", " + t + " " + a[1] + ", " + t + " " + a[2]);
-  default: break;
+  default:
+    break;
   }
   throw std::runtime_error(std::string("the LLVM renderer does not support ") + name(u.op) + " yet");
 }
@@ -219,10 +266,11 @@ void render_load(LRender& r, const UOpRef& u) {
   std::string v = r.emit("load " + mem_type(t) + ", ptr " + address(r, idx, i));
   if (t == DType::Bool) v = r.emit("icmp ne i8 " + v + ", 0");
   if (t == DType::BFloat16)
-    v = r.emit("bitcast i32 " + r.emit("shl i32 " + r.emit("zext i16 " + v + " to i32") + ", 16") + " to float");
+    v = r.emit("bitcast i32 " + r.emit("shl i32 " + r.emit("zext i16 " + v + " to i32") + ", 16") +
+               " to float");
   if (gated)
-    v = r.emit("select i1 " + r.V(idx.src[2]) + ", " + ll_type(u->dtype) + " " + v + ", " + ll_type(u->dtype) + " " +
-               literal(u->dtype, 0));
+    v = r.emit("select i1 " + r.V(idx.src[2]) + ", " + ll_type(u->dtype) + " " + v + ", " +
+               ll_type(u->dtype) + " " + literal(u->dtype, 0));
   r.val[u.get()] = v;
 }
 
@@ -259,7 +307,8 @@ void render_range(LRender& r, const UOpRef& u) {
     std::string sz = t == "i64" ? size : r.emit("sext " + t + " " + size + " to i64");
     std::string core = r.emit("sext i32 %core to i64"), cores = r.emit("sext i32 %ncores to i64");
     std::string l = r.emit("sdiv i64 " + r.emit("mul i64 " + sz + ", " + core) + ", " + cores);
-    std::string h = r.emit("sdiv i64 " + r.emit("mul i64 " + sz + ", " + r.emit("add i64 " + core + ", 1")) + ", " + cores);
+    std::string h = r.emit("sdiv i64 " + r.emit("mul i64 " + sz + ", " + r.emit("add i64 " + core + ", 1")) +
+                           ", " + cores);
     lo = t == "i64" ? l : r.emit("trunc i64 " + l + " to " + t);
     hi = t == "i64" ? h : r.emit("trunc i64 " + h + " to " + t);
   }
@@ -267,7 +316,8 @@ void render_range(LRender& r, const UOpRef& u) {
   std::string from = r.block;
   r.line("br label %" + L.head);
   r.label(L.head);
-  r.line(L.counter + " = phi " + t + " [ " + lo + ", %" + from + " ], [ %next" + id + ", %" + L.next_token + " ]");
+  r.line(L.counter + " = phi " + t + " [ " + lo + ", %" + from + " ], [ %next" + id + ", %" + L.next_token +
+         " ]");
   std::string more = r.emit("icmp slt " + t + " " + L.counter + ", " + hi);
   r.line("br i1 " + more + ", label %" + L.body + ", label %" + L.exit);
   r.label(L.body);

@@ -21,20 +21,32 @@ namespace {
 
 std::string cu_type(DType t) {
   switch (t) {
-  case DType::Bool: return "bool";
-  case DType::Int8: return "signed char";
-  case DType::UInt8: return "unsigned char";
-  case DType::Int16: return "short";
-  case DType::UInt16: return "unsigned short";
-  case DType::Int32: return "int";
-  case DType::UInt32: return "unsigned int";
-  case DType::Int64: return "long long";
-  case DType::UInt64: return "unsigned long long";
+  case DType::Bool:
+    return "bool";
+  case DType::Int8:
+    return "signed char";
+  case DType::UInt8:
+    return "unsigned char";
+  case DType::Int16:
+    return "short";
+  case DType::UInt16:
+    return "unsigned short";
+  case DType::Int32:
+    return "int";
+  case DType::UInt32:
+    return "unsigned int";
+  case DType::Int64:
+    return "long long";
+  case DType::UInt64:
+    return "unsigned long long";
   case DType::Float16: // half and bfloat16 compute in float; buffers hold half, and bfloat16's bits
   case DType::BFloat16:
-  case DType::Float32: return "float";
-  case DType::Float64: return "double";
-  default: break;
+  case DType::Float32:
+    return "float";
+  case DType::Float64:
+    return "double";
+  default:
+    break;
   }
   throw std::invalid_argument(std::string("CUDA C has no type for ") + name(t));
 }
@@ -117,7 +129,8 @@ std::string nvrtc_compile(const std::string& fn, const std::string& src, const s
   nvrtcGetProgramLog(prog, log.data());
   if (r != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    throw std::runtime_error("CUDA: kernel " + fn + " did not compile (" + nvrtcGetErrorString(r) + "):\n" + log);
+    throw std::runtime_error("CUDA: kernel " + fn + " did not compile (" + nvrtcGetErrorString(r) + "):\n" +
+                             log);
   }
   nvrtcGetPTXSize(prog, &n);
   std::string ptx(n, '\0');
@@ -156,8 +169,9 @@ struct Driver {
   }
   Driver() {
     lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw std::runtime_error("no CUDA driver here (libcuda.so.1 not found): CUDA kernels render and "
-                                       "compile, but cannot run");
+    if (!lib)
+      throw std::runtime_error("no CUDA driver here (libcuda.so.1 not found): CUDA kernels render and "
+                               "compile, but cannot run");
     sym(init, "cuInit");
     sym(device_get, "cuDeviceGet");
     sym(attribute, "cuDeviceGetAttribute");
@@ -205,7 +219,8 @@ public:
     for (size_t i = 0; i < 3 && i < l.global_size.size(); i++)
       g[i] = static_cast<unsigned>(l.global_size[i]), b[i] = static_cast<unsigned>(l.local_size[i]);
     d_.check(d_.set_current(d_.ctx), "using the context");
-    d_.check(d_.launch(fn_, g[0], g[1], g[2], b[0], b[1], b[2], 0, nullptr, args.data(), nullptr), "launching a kernel");
+    d_.check(d_.launch(fn_, g[0], g[1], g[2], b[0], b[1], b[2], 0, nullptr, args.data(), nullptr),
+             "launching a kernel");
     d_.check(d_.synchronize(), "running a kernel");
   }
 

@@ -20,20 +20,34 @@ namespace {
 
 std::string cl_type(DType t) {
   switch (t) {
-  case DType::Bool: return "bool";
-  case DType::Int8: return "char";
-  case DType::UInt8: return "uchar";
-  case DType::Int16: return "short";
-  case DType::UInt16: return "ushort";
-  case DType::Int32: return "int";
-  case DType::UInt32: return "uint";
-  case DType::Int64: return "long";
-  case DType::UInt64: return "ulong";
-  case DType::Float16: return "float"; // computed in float, stored as half
-  case DType::BFloat16: return "float"; // computed in float, stored as its top 16 bits
-  case DType::Float32: return "float";
-  case DType::Float64: return "double";
-  default: break;
+  case DType::Bool:
+    return "bool";
+  case DType::Int8:
+    return "char";
+  case DType::UInt8:
+    return "uchar";
+  case DType::Int16:
+    return "short";
+  case DType::UInt16:
+    return "ushort";
+  case DType::Int32:
+    return "int";
+  case DType::UInt32:
+    return "uint";
+  case DType::Int64:
+    return "long";
+  case DType::UInt64:
+    return "ulong";
+  case DType::Float16:
+    return "float"; // computed in float, stored as half
+  case DType::BFloat16:
+    return "float"; // computed in float, stored as its top 16 bits
+  case DType::Float32:
+    return "float";
+  case DType::Float64:
+    return "double";
+  default:
+    break;
   }
   throw std::invalid_argument(std::string("OpenCL C has no type for ") + name(t));
 }
@@ -86,10 +100,12 @@ const Dialect& cl_dialect() {
         f64 |= t == DType::Float64;
       if (f64) os << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
-        os << "inline ushort bf16_bits(float f) { uint u = as_uint(f); return (ushort)((u + 0x7fffu + ((u >> 16) & "
+        os << "inline ushort bf16_bits(float f) { uint u = as_uint(f); return (ushort)((u + 0x7fffu + ((u >> "
+              "16) & "
               "1u)) >> 16); }\n";
       if (k.body.find("half_round(") != std::string::npos)
-        os << "inline float half_round(float f) { ushort h; vstore_half_rte(f, 0, (half*)&h); return vload_half(0, "
+        os << "inline float half_round(float f) { ushort h; vstore_half_rte(f, 0, (half*)&h); return "
+              "vload_half(0, "
               "(half*)&h); }\n";
       os << "__kernel ";
       if (!k.local_size.empty()) {
@@ -101,7 +117,8 @@ const Dialect& cl_dialect() {
       os << "void " << k.fn << "(";
       for (size_t j = 0; j < k.globals.size(); j++) {
         auto [i, t] = k.globals[j];
-        os << (j ? ", " : "") << "__global " << (i == 0 ? "" : "const ") << storage_type(t) << "* restrict data" << i;
+        os << (j ? ", " : "") << "__global " << (i == 0 ? "" : "const ") << storage_type(t)
+           << "* restrict data" << i;
       }
       os << ") {\n" << k.body << "}\n";
       return os.str();
@@ -113,15 +130,24 @@ const Dialect& cl_dialect() {
 
 std::string cl_error(cl_int e) {
   switch (e) {
-  case CL_DEVICE_NOT_FOUND: return "no OpenCL device (CL_DEVICE_NOT_FOUND)";
-  case CL_OUT_OF_RESOURCES: return "out of resources (CL_OUT_OF_RESOURCES)";
-  case CL_OUT_OF_HOST_MEMORY: return "out of host memory (CL_OUT_OF_HOST_MEMORY)";
-  case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "cannot allocate device memory (CL_MEM_OBJECT_ALLOCATION_FAILURE)";
-  case CL_BUILD_PROGRAM_FAILURE: return "the kernel did not build (CL_BUILD_PROGRAM_FAILURE)";
-  case CL_INVALID_WORK_GROUP_SIZE: return "invalid work-group size (CL_INVALID_WORK_GROUP_SIZE)";
-  case CL_INVALID_BUFFER_SIZE: return "invalid buffer size (CL_INVALID_BUFFER_SIZE)";
-  case -1001: return "no OpenCL platform: is an ICD installed (pocl-opencl-icd)? (CL_PLATFORM_NOT_FOUND_KHR)";
-  default: return "OpenCL error " + std::to_string(e);
+  case CL_DEVICE_NOT_FOUND:
+    return "no OpenCL device (CL_DEVICE_NOT_FOUND)";
+  case CL_OUT_OF_RESOURCES:
+    return "out of resources (CL_OUT_OF_RESOURCES)";
+  case CL_OUT_OF_HOST_MEMORY:
+    return "out of host memory (CL_OUT_OF_HOST_MEMORY)";
+  case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+    return "cannot allocate device memory (CL_MEM_OBJECT_ALLOCATION_FAILURE)";
+  case CL_BUILD_PROGRAM_FAILURE:
+    return "the kernel did not build (CL_BUILD_PROGRAM_FAILURE)";
+  case CL_INVALID_WORK_GROUP_SIZE:
+    return "invalid work-group size (CL_INVALID_WORK_GROUP_SIZE)";
+  case CL_INVALID_BUFFER_SIZE:
+    return "invalid buffer size (CL_INVALID_BUFFER_SIZE)";
+  case -1001:
+    return "no OpenCL platform: is an ICD installed (pocl-opencl-icd)? (CL_PLATFORM_NOT_FOUND_KHR)";
+  default:
+    return "OpenCL error " + std::to_string(e);
   }
 }
 
@@ -232,13 +258,14 @@ public:
   void free(void* p, size_t) override { clReleaseMemObject(static_cast<cl_mem>(p)); }
   void copyin(void* dst, const void* src, size_t n) override {
     if (n)
-      check(clEnqueueWriteBuffer(ctx().queue, static_cast<cl_mem>(dst), CL_TRUE, 0, n, src, 0, nullptr, nullptr),
+      check(clEnqueueWriteBuffer(ctx().queue, static_cast<cl_mem>(dst), CL_TRUE, 0, n, src, 0, nullptr,
+                                 nullptr),
             "copying to the device");
   }
   void copyout(void* dst, const void* src, size_t n) override {
     if (n)
-      check(clEnqueueReadBuffer(ctx().queue, static_cast<cl_mem>(const_cast<void*>(src)), CL_TRUE, 0, n, dst, 0,
-                                nullptr, nullptr),
+      check(clEnqueueReadBuffer(ctx().queue, static_cast<cl_mem>(const_cast<void*>(src)), CL_TRUE, 0, n, dst,
+                                0, nullptr, nullptr),
             "copying from the device");
   }
   std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool) override {

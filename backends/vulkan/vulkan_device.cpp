@@ -23,20 +23,32 @@ namespace {
 
 std::string glsl_type(DType t) {
   switch (t) {
-  case DType::Bool: return "bool";
-  case DType::Int8: return "int8_t";
-  case DType::UInt8: return "uint8_t";
-  case DType::Int16: return "int16_t";
-  case DType::UInt16: return "uint16_t";
-  case DType::Int32: return "int";
-  case DType::UInt32: return "uint";
-  case DType::Int64: return "int64_t";
-  case DType::UInt64: return "uint64_t";
+  case DType::Bool:
+    return "bool";
+  case DType::Int8:
+    return "int8_t";
+  case DType::UInt8:
+    return "uint8_t";
+  case DType::Int16:
+    return "int16_t";
+  case DType::UInt16:
+    return "uint16_t";
+  case DType::Int32:
+    return "int";
+  case DType::UInt32:
+    return "uint";
+  case DType::Int64:
+    return "int64_t";
+  case DType::UInt64:
+    return "uint64_t";
   case DType::Float16: // half and bfloat16 compute in float; buffers hold float16_t, and bfloat16's bits
   case DType::BFloat16:
-  case DType::Float32: return "float";
-  case DType::Float64: return "double";
-  default: break;
+  case DType::Float32:
+    return "float";
+  case DType::Float64:
+    return "double";
+  default:
+    break;
   }
   throw std::invalid_argument(std::string("GLSL has no type for ") + name(t));
 }
@@ -107,7 +119,10 @@ const Dialect& glsl_dialect() {
     d.type = glsl_type;
     d.load = [](DType t, const std::string& b, const std::string& i) {
       // a gated load may have a negative constant index (never read): GLSL rejects it at compile time
-      std::string e = b + "[" + (i.rfind("(-", 0) == 0 && i.find_first_not_of("(-0123456789)") == std::string::npos ? "0" : i) + "]";
+      std::string e =
+          b + "[" +
+          (i.rfind("(-", 0) == 0 && i.find_first_not_of("(-0123456789)") == std::string::npos ? "0" : i) +
+          "]";
       if (t == DType::Bool) return "(" + e + "!=uint8_t(0))";
       if (t == DType::Float16) return "float(" + e + ")";
       if (t == DType::BFloat16) return "uintBitsToFloat(uint(" + e + ")<<16)";
@@ -138,13 +153,16 @@ const Dialect& glsl_dialect() {
       if (u.dtype == DType::Bool && (u.op == Ops::AND || u.op == Ops::OR || u.op == Ops::XOR))
         return "(" + a[0] + (u.op == Ops::AND ? "&&" : u.op == Ops::OR ? "||" : "^^") + a[1] + ")";
       if (u.dtype == DType::Bool && u.op == Ops::MAX) return "(" + a[0] + "||" + a[1] + ")";
-      if (!u.src.empty() && u.src[0]->dtype == DType::Bool && u.op == Ops::CMPLT) return "(!" + a[0] + "&&" + a[1] + ")";
+      if (!u.src.empty() && u.src[0]->dtype == DType::Bool && u.op == Ops::CMPLT)
+        return "(!" + a[0] + "&&" + a[1] + ")";
       return "";
     };
-    d.rem = [](const std::string& a, const std::string& b) { return "(" + a + "-(" + a + "/" + b + ")*" + b + ")"; };
+    d.rem = [](const std::string& a, const std::string& b) {
+      return "(" + a + "-(" + a + "/" + b + ")*" + b + ")";
+    };
     d.special = [](const std::string& n) {
-      return std::string("int(") + (n[0] == 'g' ? "gl_WorkGroupID." : "gl_LocalInvocationID.") + "xyz"[n.back() - '0'] +
-             ")";
+      return std::string("int(") + (n[0] == 'g' ? "gl_WorkGroupID." : "gl_LocalInvocationID.") +
+             "xyz"[n.back() - '0'] + ")";
     };
     d.inf = "uintBitsToFloat(0x7f800000u)";
     d.nan = "uintBitsToFloat(0x7fc00000u)";
@@ -158,17 +176,19 @@ const Dialect& glsl_dialect() {
       std::ostringstream os;
       os << "#version 450\n// " << k.fn << "\n";
       os << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
-      os << "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_16bit_storage : require\n";
+      os << "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_16bit_storage : "
+            "require\n";
       os << "layout(local_size_x = " << (k.local_size.size() > 0 ? k.local_size[0] : 1)
          << ", local_size_y = " << (k.local_size.size() > 1 ? k.local_size[1] : 1)
          << ", local_size_z = " << (k.local_size.size() > 2 ? k.local_size[2] : 1) << ") in;\n";
       for (auto& [i, t] : k.globals)
-        os << "layout(std430, set = 0, binding = " << i << ") " << (i == 0 ? "" : "readonly ") << "buffer B" << i
-           << " { " << storage_type(t) << " data" << i << "[]; };\n";
+        os << "layout(std430, set = 0, binding = " << i << ") " << (i == 0 ? "" : "readonly ") << "buffer B"
+           << i << " { " << storage_type(t) << " data" << i << "[]; };\n";
       for (auto& s : k.shared)
         os << "shared " << s << ";\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
-        os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return uint16_t((u + 0x7fffu + ((u >> 16) & "
+        os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return uint16_t((u + 0x7fffu + ((u "
+              ">> 16) & "
               "1u)) >> 16); }\n";
       if (k.body.find("mg_") != std::string::npos) os << kFloat64Math;
       os << "void main() {\n" << k.body << "}\n";
@@ -195,14 +215,16 @@ std::vector<uint32_t> glsl_to_spirv(const std::string& fn, const std::string& sr
   in.default_profile = GLSLANG_NO_PROFILE;
   in.messages = static_cast<glslang_messages_t>(GLSLANG_MSG_SPV_RULES_BIT | GLSLANG_MSG_VULKAN_RULES_BIT);
   in.resource = glslang_default_resource();
-  std::unique_ptr<glslang_shader_t, void (*)(glslang_shader_t*)> sh(glslang_shader_create(&in), glslang_shader_delete);
+  std::unique_ptr<glslang_shader_t, void (*)(glslang_shader_t*)> sh(glslang_shader_create(&in),
+                                                                    glslang_shader_delete);
   auto fail = [&](const char* stage, const char* log) {
-    throw std::runtime_error(std::string("VULKAN: kernel ") + fn + " did not compile (" + stage + "):\n" + log);
+    throw std::runtime_error(std::string("VULKAN: kernel ") + fn + " did not compile (" + stage + "):\n" +
+                             log);
   };
   if (!glslang_shader_preprocess(sh.get(), &in)) fail("preprocess", glslang_shader_get_info_log(sh.get()));
   if (!glslang_shader_parse(sh.get(), &in)) fail("parse", glslang_shader_get_info_log(sh.get()));
   std::unique_ptr<glslang_program_t, void (*)(glslang_program_t*)> prog(glslang_program_create(),
-                                                                         glslang_program_delete);
+                                                                        glslang_program_delete);
   glslang_program_add_shader(prog.get(), sh.get());
   if (!glslang_program_link(prog.get(), in.messages)) fail("link", glslang_program_get_info_log(prog.get()));
   glslang_program_SPIRV_generate(prog.get(), GLSLANG_STAGE_COMPUTE);
@@ -216,16 +238,19 @@ std::string spirv_tool(const std::vector<uint32_t>& words, bool disassemble) {
   spv_diagnostic diag = nullptr;
   spv_text text = nullptr;
   spv_result_t r =
-      disassemble ? spvBinaryToText(ctx, words.data(), words.size(),
-                                    SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES | SPV_BINARY_TO_TEXT_OPTION_INDENT, &text,
-                                    &diag)
-                  : spvValidateBinary(ctx, words.data(), words.size(), &diag);
+      disassemble
+          ? spvBinaryToText(ctx, words.data(), words.size(),
+                            SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES | SPV_BINARY_TO_TEXT_OPTION_INDENT,
+                            &text, &diag)
+          : spvValidateBinary(ctx, words.data(), words.size(), &diag);
   std::string out = r == SPV_SUCCESS ? (text ? std::string(text->str, text->length) : "")
                                      : std::string(diag && diag->error ? diag->error : "SPIR-V tools failed");
   if (text) spvTextDestroy(text);
   if (diag) spvDiagnosticDestroy(diag);
   spvContextDestroy(ctx);
-  if (r != SPV_SUCCESS) throw std::runtime_error(std::string("VULKAN: SPIR-V ") + (disassemble ? "disassembly" : "validation") + " failed: " + out);
+  if (r != SPV_SUCCESS)
+    throw std::runtime_error(std::string("VULKAN: SPIR-V ") + (disassemble ? "disassembly" : "validation") +
+                             " failed: " + out);
   return out;
 }
 
@@ -238,12 +263,18 @@ struct VkBuf {
 
 std::string vk_error(VkResult r) {
   switch (r) {
-  case VK_ERROR_INCOMPATIBLE_DRIVER: return "no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER): is mesa-vulkan-drivers installed?";
-  case VK_ERROR_OUT_OF_HOST_MEMORY: return "out of host memory";
-  case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "out of device memory";
-  case VK_ERROR_INITIALIZATION_FAILED: return "initialization failed";
-  case VK_ERROR_DEVICE_LOST: return "device lost";
-  default: return "Vulkan error " + std::to_string(static_cast<int>(r));
+  case VK_ERROR_INCOMPATIBLE_DRIVER:
+    return "no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER): is mesa-vulkan-drivers installed?";
+  case VK_ERROR_OUT_OF_HOST_MEMORY:
+    return "out of host memory";
+  case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+    return "out of device memory";
+  case VK_ERROR_INITIALIZATION_FAILED:
+    return "initialization failed";
+  case VK_ERROR_DEVICE_LOST:
+    return "device lost";
+  default:
+    return "Vulkan error " + std::to_string(static_cast<int>(r));
   }
 }
 void check(VkResult r, const std::string& what) {
@@ -350,7 +381,8 @@ public:
     cpci.stage.module = module_;
     cpci.stage.pName = "main";
     cpci.layout = layout_;
-    check(vkCreateComputePipelines(c.device, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_), "creating a pipeline");
+    check(vkCreateComputePipelines(c.device, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_),
+          "creating a pipeline");
     VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(bindings, 1)};
     VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     dpci.maxSets = 1;
@@ -394,7 +426,8 @@ public:
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &infos[i];
     }
-    vkUpdateDescriptorSets(c_.device, std::min<uint32_t>(bindings_, static_cast<uint32_t>(n)), writes.data(), 0, nullptr);
+    vkUpdateDescriptorSets(c_.device, std::min<uint32_t>(bindings_, static_cast<uint32_t>(n)), writes.data(),
+                           0, nullptr);
     uint32_t g[3] = {1, 1, 1};
     for (size_t i = 0; i < 3 && i < l.global_size.size(); i++)
       g[i] = static_cast<uint32_t>(l.global_size[i]);
@@ -460,7 +493,8 @@ public:
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = bytes;
     bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
-    check(vkCreateBuffer(c.device, &bci, nullptr, &b->buffer), "creating a buffer of " + std::to_string(bytes) + " bytes");
+    check(vkCreateBuffer(c.device, &bci, nullptr, &b->buffer),
+          "creating a buffer of " + std::to_string(bytes) + " bytes");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(c.device, b->buffer, &req);
     VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};

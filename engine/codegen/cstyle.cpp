@@ -186,8 +186,9 @@ bool is_shared(const UOp& idx) { return idx.src[0]->op == Ops::DEFINE_LOCAL; }
 
 void render_load(CRender& r, const UOpRef& u) {
   const UOp& idx = *u->src[0];
-  std::string v = is_shared(idx) || !r.dl.load ? element(r, idx)
-                                               : r.dl.load(idx.src[0]->dtype, r.E(idx.src[0]), r.E(idx.src[1]));
+  std::string v = is_shared(idx) || !r.dl.load
+                      ? element(r, idx)
+                      : r.dl.load(idx.src[0]->dtype, r.E(idx.src[0]), r.E(idx.src[1]));
   if (idx.src.size() > 2) // gated
     v = "(" + r.E(idx.src[2]) + "?" + v + ":" + cstyle_literal(r.dl, u->dtype, 0) + ")";
   r.declare(u, "val", v);

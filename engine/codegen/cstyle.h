@@ -11,7 +11,8 @@
 namespace mg {
 
 // What a dialect's header sees: the kernel's name, its buffers (index, element dtype; 0 is the
-// output; every index up to the last used, Void for one the kernel does not touch), its work-group size (from the SPECIAL lidx), its shared arrays and its body.
+// output; every index up to the last used, Void for one the kernel does not touch), its work-group size (from
+// the SPECIAL lidx), its shared arrays and its body.
 struct KernelParts {
   std::string fn;
   std::vector<std::pair<int64_t, DType>> globals;
@@ -23,11 +24,12 @@ struct KernelParts {
 
 struct Dialect {
   std::string name;
-  std::function<std::string(DType)> type;    // a value's type
+  std::function<std::string(DType)> type; // a value's type
   // Reading element `idx` of buffer `buf` as a value, and the statement storing value `v` there;
   // default: buf[idx] (a type stored differently from how it computes converts here).
   std::function<std::string(DType, const std::string& buf, const std::string& idx)> load;
-  std::function<std::string(DType, const std::string& buf, const std::string& idx, const std::string& v)> store;
+  std::function<std::string(DType, const std::string& buf, const std::string& idx, const std::string& v)>
+      store;
   std::function<std::string(DType, const std::string&)> cast; // default: ((T)x)
   // exp2, log2, sin, sqrt, pow, fmod, trunc for a float dtype; default: C's, f-suffixed for float
   std::function<std::string(const std::string& f, DType, const std::vector<std::string>&)> math;

@@ -303,16 +303,20 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
     lw.ranges[d] = special("gidx" + std::to_string(k), ks.full[d], lw.target.max_groups, "work-groups");
   }
   if (n < 3) return;
-  int64_t total = 1; // gidx2 spans the outer dims: each dim's index by division and remainder
-  for (size_t k = 0; k + 2 < n; k++)
-    total *= ks.full[globals[k]];
+  // gidx2 spans the outer dims, each dim's index by division and remainder, as many as fit the
+  // device's limit from the inside out; dims further out stay loops in every thread
+  size_t first = n - 2;
+  int64_t total = 1;
+  while (first > 0 && total * ks.full[globals[first - 1]] <= lw.target.max_groups)
+    total *= ks.full[globals[--first]];
+  if (first == n - 2) return;
   UOpRef g2 = special("gidx2", total, lw.target.max_groups, "work-groups");
   int64_t inner = total;
-  for (size_t k = 0; k + 2 < n; k++) {
+  for (size_t k = first; k + 2 < n; k++) {
     size_t d = globals[k];
     inner /= ks.full[d];
     UOpRef v = inner > 1 ? alu(Ops::IDIV, {g2, UOp::cconst(it, static_cast<double>(inner))}) : g2;
-    lw.ranges[d] = k == 0 ? v : alu(Ops::MOD, {v, UOp::cconst(it, static_cast<double>(ks.full[d]))});
+    lw.ranges[d] = k == first ? v : alu(Ops::MOD, {v, UOp::cconst(it, static_cast<double>(ks.full[d]))});
   }
 }
 

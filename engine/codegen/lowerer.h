@@ -23,6 +23,7 @@ struct LoweredKernel {
 
 // With `opts`, those are applied (an illegal one throws, naming it); without, the hand-coded
 // heuristic picks them, or none under NOOPT. A launch the target cannot run throws too.
-LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts = nullptr, const Target& target = {});
+LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts = nullptr,
+                           const Target& target = {});
 
 } // namespace mg
