@@ -135,6 +135,7 @@ const Dialect& glsl_dialect() {
       if (t == DType::BFloat16) return e + "bf16_bits(" + v + ");";
       return e + v + ";";
     };
+    d.index = [](DType t, const std::string& i) { return t == DType::Int64 ? "int(" + i + ")" : i; };
     d.cast = [](DType t, const std::string& x) {
       if (t == DType::Float16) return "float(float16_t(" + x + "))";
       if (t == DType::BFloat16) return "uintBitsToFloat(uint(bf16_bits(float(" + x + ")))<<16)";
@@ -171,11 +172,13 @@ const Dialect& glsl_dialect() {
     d.double_suffix = "lf";
     d.typed_literals = true;
     d.barrier = "memoryBarrierShared(); barrier();";
+    d.loop_prefix = "[[dont_unroll]] ";
     d.shared_in_body = false;
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
       os << "#version 450\n// " << k.fn << "\n";
       os << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
+      os << "#extension GL_EXT_control_flow_attributes : require\n";
       os << "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_16bit_storage : "
             "require\n";
       os << "layout(local_size_x = " << (k.local_size.size() > 0 ? k.local_size[0] : 1)
@@ -476,6 +479,7 @@ public:
     t.max_local = 256;
     t.max_groups = 65535;
     t.max_shared = 16384;
+    t.max_thread_iterations = 65535; // lavapipe's loop limiter (kept for every Vulkan device: safe)
     if (unavailable().empty()) {
       const auto& lim = ctx().limits;
       t.max_local = std::min<int64_t>(lim.maxComputeWorkGroupInvocations, 1024);

@@ -175,20 +175,23 @@ void render_range(CRender& r, const UOpRef& u) {
   // body 9x worse. A single loop takes the share as its bounds, or it would not vectorize.
   bool skip = u.get() == r.par && r.par_nested;
   if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
-  r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
+  r.line(r.dl.loop_prefix + "for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
   if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
   r.ind++;
 }
 
-// The element of a buffer or shared array the INDEX points at.
-std::string element(CRender& r, const UOp& idx) { return r.E(idx.src[0]) + "[" + r.E(idx.src[1]) + "]"; }
+// The index of an INDEX, and the element of a buffer or shared array it points at.
+std::string index_of(CRender& r, const UOp& idx) {
+  return r.dl.index ? r.dl.index(idx.src[1]->dtype, r.E(idx.src[1])) : r.E(idx.src[1]);
+}
+std::string element(CRender& r, const UOp& idx) { return r.E(idx.src[0]) + "[" + index_of(r, idx) + "]"; }
 bool is_shared(const UOp& idx) { return idx.src[0]->op == Ops::DEFINE_LOCAL; }
 
 void render_load(CRender& r, const UOpRef& u) {
   const UOp& idx = *u->src[0];
   std::string v = is_shared(idx) || !r.dl.load
                       ? element(r, idx)
-                      : r.dl.load(idx.src[0]->dtype, r.E(idx.src[0]), r.E(idx.src[1]));
+                      : r.dl.load(idx.src[0]->dtype, r.E(idx.src[0]), index_of(r, idx));
   if (idx.src.size() > 2) // gated
     v = "(" + r.E(idx.src[2]) + "?" + v + ":" + cstyle_literal(r.dl, u->dtype, 0) + ")";
   r.declare(u, "val", v);
@@ -199,7 +202,7 @@ void render_store(CRender& r, const UOpRef& u) {
   std::string v = r.E(u->src[1]);
   std::string gate = idx.src.size() > 2 ? "if (" + r.E(idx.src[2]) + ") " : ""; // a padded dim (PADTO)
   if (is_shared(idx) || !r.dl.store) return r.line(gate + element(r, idx) + " = " + v + ";");
-  r.line(gate + r.dl.store(idx.src[0]->dtype, r.E(idx.src[0]), r.E(idx.src[1]), v));
+  r.line(gate + r.dl.store(idx.src[0]->dtype, r.E(idx.src[0]), index_of(r, idx), v));
 }
 
 // A kernel's only float sum may add its terms in any order, so clang vectorizes the loop into

@@ -28,6 +28,8 @@ struct Dialect {
   // Reading element `idx` of buffer `buf` as a value, and the statement storing value `v` there;
   // default: buf[idx] (a type stored differently from how it computes converts here).
   std::function<std::string(DType, const std::string& buf, const std::string& idx)> load;
+  // an index of dtype t as the language indexes arrays (GLSL: int only); default: as is
+  std::function<std::string(DType t, const std::string& idx)> index;
   std::function<std::string(DType, const std::string& buf, const std::string& idx, const std::string& v)>
       store;
   std::function<std::string(DType, const std::string&)> cast; // default: ((T)x)
@@ -41,6 +43,7 @@ struct Dialect {
   std::string inf = "INFINITY", nan = "NAN";
   std::string int64_suffix = "ll", uint64_suffix = "ull", uint_suffix = "u";
   std::string float_suffix = "f", double_suffix = "";
+  std::string loop_prefix;     // written before each for loop (GLSL: an attribute)
   std::string barrier;         // a work-group barrier statement
   std::string shared;          // prefix of a shared array's declaration
   bool shared_in_body = true;  // false: the header declares them (GLSL: at global scope)

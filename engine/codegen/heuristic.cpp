@@ -36,8 +36,23 @@ std::vector<Opt> gpu_opts(KernelShape& ks, ViewList& sts, const std::unordered_m
   for (size_t d = 0; d < ks.full.size(); d++)
     if (!ks.reduces(d)) outputs *= ks.full[d];
   size_t r = std::find(ks.kind.begin(), ks.kind.end(), kReduce) - ks.kind.begin();
-  int64_t threads = 1;
-  if (r < ks.full.size() && outputs <= 2048 && ks.full[r] >= 256)
+  int64_t threads = 1, reduce = 1;
+  for (size_t d = 0; d < ks.full.size(); d++)
+    if (ks.reduces(d)) reduce *= ks.full[d];
+  // A reduce longer than a thread may loop (lavapipe) is shared by a work-group whatever the
+  // outputs: on its longest dim, the fewest threads that bring it under the limit.
+  int64_t limit = target.max_thread_iterations / 2;
+  bool too_long = limit > 0 && reduce > limit;
+  if (too_long)
+    for (size_t d = 0; d < ks.full.size(); d++)
+      if (ks.kind[d] == kReduce && ks.full[d] > ks.full[r]) r = d;
+  if (r < ks.full.size() && too_long)
+    for (int64_t amt : {16, 32, 64, 128, 256})
+      if ((reduce / amt <= limit || amt == 256) && try_opt(OptOp::GROUPTOP, r, amt)) {
+        threads = amt;
+        break;
+      }
+  if (threads == 1 && r < ks.full.size() && outputs <= 2048 && ks.full[r] >= 256)
     for (int64_t amt : {256, 128, 64, 32, 16})
       if (try_opt(OptOp::GROUPTOP, r, amt)) {
         threads = amt;

@@ -406,6 +406,22 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, cons
   k.simplified =
       graph_rewrite(graph_rewrite(loops, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
   k.linear = linearize(k.simplified);
+  if (target.max_thread_iterations > 0) { // every loop's trips times those of the loops around it
+    int64_t total = 0, trips = 1;
+    std::vector<int64_t> stack;
+    for (auto& u : k.linear)
+      if (u->op == Ops::RANGE) {
+        stack.push_back(trips);
+        trips *= static_cast<int64_t>(u->src[0]->const_value());
+        total += trips;
+      } else if (u->op == Ops::ENDRANGE) {
+        trips = stack.back(), stack.pop_back();
+      }
+    if (total > target.max_thread_iterations)
+      throw std::invalid_argument(
+          "each thread would run " + std::to_string(total) + " loop iterations; the device stops at " +
+          std::to_string(target.max_thread_iterations) + " (spread the work with GROUPTOP or LOCAL)");
+  }
   bool reduces = false;
   for (size_t d = 0; d < ks.full.size(); d++)
     reduces |= ks.reduces(d);

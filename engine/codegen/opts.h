@@ -71,6 +71,9 @@ struct Target {
   int64_t max_local = 1024;        // threads per work-group
   int64_t max_groups = 2147483647; // work-groups along one launch dim (Vulkan: 65535)
   int64_t max_shared = 16384;      // bytes of shared memory a GROUP's partials may take
+  // Loop iterations one thread may run in all (0: no limit). lavapipe stops the loops of an
+  // invocation after 65535 iterations in all, silently: a longer kernel would compute garbage.
+  int64_t max_thread_iterations = 0;
 };
 
 // Every VIEW of the kernel's AST with its ShapeTracker, reshaped along with the loops.
