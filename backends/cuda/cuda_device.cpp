@@ -14,6 +14,7 @@
 
 #include "engine/codegen/cstyle.h"
 #include "engine/device.h"
+#include "engine/lazy_runtime.h"
 
 namespace mg {
 
@@ -233,14 +234,7 @@ private:
 class CudaDevice : public Device {
 public:
   std::string name() const override { return "CUDA"; }
-  std::string unavailable() const override {
-    try {
-      driver();
-      return "";
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-  }
+  std::string unavailable() const override { return runtime_.why_not(); }
   Target target() const override {
     Target t;
     t.gpu = true;
@@ -290,20 +284,8 @@ public:
 private:
   // PTX for the GPU here, or for compute_90 (an H100) where there is none.
   std::string arch() const { return unavailable().empty() ? driver().arch : "compute_90"; }
-  const Driver& driver() const {
-    std::call_once(once_, [&] {
-      try {
-        driver_ = std::make_unique<Driver>();
-      } catch (const std::exception& e) {
-        error_ = e.what();
-      }
-    });
-    if (!driver_) throw std::runtime_error(error_);
-    return *driver_;
-  }
-  mutable std::once_flag once_;
-  mutable std::unique_ptr<Driver> driver_;
-  mutable std::string error_;
+  const Driver& driver() const { return runtime_.get(); }
+  LazyRuntime<Driver> runtime_;
   std::atomic<int> compiles_{0};
 };
 

@@ -13,6 +13,7 @@
 
 #include "engine/codegen/cstyle.h"
 #include "engine/device.h"
+#include "engine/lazy_runtime.h"
 
 namespace mg {
 
@@ -229,14 +230,7 @@ private:
 class ClDevice : public Device {
 public:
   std::string name() const override { return "CL"; }
-  std::string unavailable() const override {
-    try {
-      ctx();
-      return "";
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-  }
+  std::string unavailable() const override { return runtime_.why_not(); }
   Target target() const override {
     Target t;
     t.gpu = true;
@@ -295,21 +289,8 @@ public:
   }
 
 private:
-  // Made on first use, so rendering for CL (:src all) needs no platform.
-  Context& ctx() const {
-    std::call_once(once_, [&] {
-      try {
-        ctx_ = std::make_unique<Context>();
-      } catch (const std::exception& e) {
-        error_ = e.what();
-      }
-    });
-    if (!ctx_) throw std::runtime_error(error_);
-    return *ctx_;
-  }
-  mutable std::once_flag once_;
-  mutable std::unique_ptr<Context> ctx_;
-  mutable std::string error_;
+  Context& ctx() const { return runtime_.get(); }
+  LazyRuntime<Context> runtime_;
   std::atomic<int> compiles_{0};
 };
 

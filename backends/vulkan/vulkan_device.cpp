@@ -16,6 +16,7 @@
 
 #include "engine/codegen/cstyle.h"
 #include "engine/device.h"
+#include "engine/lazy_runtime.h"
 
 namespace mg {
 
@@ -465,14 +466,7 @@ private:
 class VulkanDevice : public Device {
 public:
   std::string name() const override { return "VULKAN"; }
-  std::string unavailable() const override {
-    try {
-      ctx();
-      return "";
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-  }
+  std::string unavailable() const override { return runtime_.why_not(); }
   Target target() const override {
     Target t;
     t.gpu = true;
@@ -557,20 +551,8 @@ public:
   }
 
 private:
-  Context& ctx() const {
-    std::call_once(once_, [&] {
-      try {
-        ctx_ = std::make_unique<Context>();
-      } catch (const std::exception& e) {
-        error_ = e.what();
-      }
-    });
-    if (!ctx_) throw std::runtime_error(error_);
-    return *ctx_;
-  }
-  mutable std::once_flag once_;
-  mutable std::unique_ptr<Context> ctx_;
-  mutable std::string error_;
+  Context& ctx() const { return runtime_.get(); }
+  LazyRuntime<Context> runtime_;
   std::mutex m_, compile_m_;
   std::map<void*, std::unique_ptr<VkBuf>> bufs_;
   std::atomic<int> compiles_{0};
