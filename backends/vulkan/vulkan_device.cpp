@@ -60,12 +60,21 @@ std::string storage_type(DType t) {
   return t == DType::BFloat16 ? "uint16_t" : glsl_type(t);
 }
 
+// GLSL's pow is undefined for a negative base or 0^0 (C's powf is not): mg_powf takes those.
 // GLSL's exp2, log2, sin and pow take float only, so float64 gets its own, from arithmetic:
 // exp2 by 2^n times a degree-14 Taylor series of 2^f (|f| <= 1/2, error ~1e-16); log2 by the
 // exponent plus the series of ln in t = (m-1)/(m+1) (|t| <= 0.172, to t^23); sin by reduction
 // modulo pi/2 (pi/2 in two parts) and the sin or cos series on |r| <= pi/4; pow by repeated
 // squaring for integer exponents up to 64 (exact where the result is), else exp2(y log2 x).
-const char* kFloat64Math = R"(double mg_exp2d(double x) {
+const char* kFloat64Math = R"(float mg_powf(float x, float y) {
+  if (y == 0.0f) return 1.0f;
+  if (x == 0.0f) return y > 0.0f ? 0.0f : uintBitsToFloat(0x7f800000u);
+  if (x > 0.0f) return pow(x, y);
+  if (trunc(y) != y) return uintBitsToFloat(0x7fc00000u);
+  float r = pow(-x, y);
+  return mod(y, 2.0f) == 1.0f ? -r : r;
+}
+double mg_exp2d(double x) {
   if (isnan(x)) return x;
   if (x > 1100.0lf) return 1.0lf / 0.0lf;
   if (x < -1100.0lf) return 0.0lf;
@@ -146,14 +155,18 @@ const Dialect& glsl_dialect() {
     d.math = [](const std::string& f, DType t, const std::vector<std::string>& a) {
       if (f == "fmod") return "(" + a[0] + "-" + a[1] + "*trunc(" + a[0] + "/" + a[1] + "))";
       bool dbl = t == DType::Float64 && f != "sqrt" && f != "trunc";
-      std::string s = (dbl ? "mg_" + f + "d(" : f + "(");
+      std::string s = dbl ? "mg_" + f + "d(" : f == "pow" ? "mg_powf(" : f + "(";
       for (size_t i = 0; i < a.size(); i++)
         s += (i ? ", " : "") + a[i];
       return s + ")";
     };
     d.alu = [](const UOp& u, const std::vector<std::string>& a) -> std::string {
-      if (u.dtype == DType::Bool && (u.op == Ops::AND || u.op == Ops::OR || u.op == Ops::XOR))
-        return "(" + a[0] + (u.op == Ops::AND ? "&&" : u.op == Ops::OR ? "||" : "^^") + a[1] + ")";
+      // GLSL has no arithmetic on bool: & and * are &&, | and + are ||, ^ is ^^
+      if (u.dtype == DType::Bool && (u.op == Ops::AND || u.op == Ops::MUL))
+        return "(" + a[0] + "&&" + a[1] + ")";
+      if (u.dtype == DType::Bool && (u.op == Ops::OR || u.op == Ops::ADD))
+        return "(" + a[0] + "||" + a[1] + ")";
+      if (u.dtype == DType::Bool && u.op == Ops::XOR) return "(" + a[0] + "^^" + a[1] + ")";
       if (u.dtype == DType::Bool && u.op == Ops::MAX) return "(" + a[0] + "||" + a[1] + ")";
       if (!u.src.empty() && u.src[0]->dtype == DType::Bool && u.op == Ops::CMPLT)
         return "(!" + a[0] + "&&" + a[1] + ")";

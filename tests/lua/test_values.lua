@@ -145,7 +145,7 @@ test("creation helpers", function()
   same(Tensor.randn(2, 3).shape, { 2, 3 })
 end)
 
-test("float32 exp2 (the renderer's own, vectorizable) is exact on integers and within 2 ulp elsewhere", function()
+H.cpu_test("float32 exp2 (the renderer's own, vectorizable) is exact on integers and within 2 ulp elsewhere", function()
   local xs = {}
   for i = -149, 127 do xs[#xs + 1] = i end
   for i = 0, 3000 do xs[#xs + 1] = -120 + i * 0.0811 end
@@ -163,7 +163,7 @@ test("float32 exp2 (the renderer's own, vectorizable) is exact on integers and w
   assert(special[1] == 1 / 0 and special[2] == 0 and special[3] ~= special[3] and special[4] == 1 / 0 and special[5] == 0)
 end)
 
-test("float32 log2 (the renderer's own, vectorizable) is exact on powers of two and within 2 ulp elsewhere", function()
+H.cpu_test("float32 log2 (the renderer's own, vectorizable) is exact on powers of two and within 2 ulp elsewhere", function()
   local xs = {}
   for i = -149, 127 do xs[#xs + 1] = 2.0 ^ i end
   for i = 0, 3000 do xs[#xs + 1] = 1.37 ^ (i * 0.1 - 150) end -- subnormals up to 1e20
