@@ -103,7 +103,7 @@ end
 -- name, the kernels as that device would build them (it need not be able to run here); with
 -- "all", every device side by side: C, LLVM IR, OpenCL C, GLSL with its SPIR-V, CUDA C with its PTX.
 local DIALECTS = {
-  { "CPU", "C (clang 15, in process)" }, { "LLVM", "LLVM IR (LLVM 15 ORC JIT)" },
+  { "CPU", "C (clang 15, in process)" }, { "LLVM", "LLVM IR (LLVM 15 ORC JIT)", "LLVM IR after O2" },
   { "CL", "OpenCL C" }, { "VULKAN", "GLSL compute -> SPIR-V (glslang)", "SPIR-V (disassembled)" },
   { "CUDA", "CUDA C -> PTX (NVRTC)", "PTX" },
 }

@@ -73,7 +73,15 @@ std::vector<Case> cases() {
 
 } // namespace
 
-TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal ones are errors") {
+namespace {
+
+// Draws random opt lists for each case on `device` (the default device while it runs) and checks
+// every legal list against the NOOPT values; an illegal one must be an error naming the opt, or,
+// on a GPU, the launch the device cannot take.
+void check_random_opts(const std::string& device, int draws, int min_legal, int min_illegal) {
+  std::string was_device = settings().device;
+  settings().device = device;
+  Target target = get_device(device).target();
   std::mt19937 rng(42);
   const int64_t amounts[] = {0, 2, 3, 4, 5, 8, 16, 7};
   auto random_opt = [&] {
@@ -87,10 +95,10 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
   };
   int legal = 0, illegal = 0;
   for (auto& c : cases()) {
-    INFO(c.name);
+    INFO(device << ": " << c.name);
     std::vector<float> want = run_noopt(c.t);
     const UOpRef ast = c.t.schedule().back().ast;
-    for (int draw = 0; draw < 100; draw++) {
+    for (int draw = 0; draw < draws; draw++) {
       std::vector<Opt> opts;
       int n = 1 + static_cast<int>(rng() % 3);
       if (draw % 2 == 0) {
@@ -98,7 +106,7 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
         for (int i = 0, tries = 0; i < n && tries < 40; tries++) {
           opts.push_back(random_opt());
           try {
-            lower_kernel(ast, &opts);
+            lower_kernel(ast, &opts, target);
             i++;
           } catch (const std::invalid_argument&) {
             opts.pop_back();
@@ -122,7 +130,11 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
                             msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0 ||
                             msg.find("PADTO(") == 0 || msg.find("GROUP(") == 0 ||
                             msg.find("GROUPTOP(") == 0 || msg.find("BLOCK(") == 0;
-        CHECK(names_an_opt);
+        bool names_the_launch =
+            target.gpu && (msg.find("launch dim") == 0 || msg.find("a work-group of") == 0 ||
+                           msg.find("more than 3 local") == 0 || msg.find("GROUP:") == 0 ||
+                           msg.find("each thread would run") == 0);
+        CHECK((names_an_opt || names_the_launch));
         CHECK(draw % 2 == 1); // a list built to be legal is never refused
         continue;
       }
@@ -135,9 +147,28 @@ TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal one
         }
     }
   }
+  settings().device = was_device;
   // both kinds were really drawn: the test cannot pass on errors alone
-  CHECK(legal >= 200);
-  CHECK(illegal >= 50);
+  CHECK(legal >= min_legal);
+  CHECK(illegal >= min_illegal);
+}
+
+} // namespace
+
+TEST_CASE("random opt lists give the values of the NOOPT kernel, and illegal ones are errors") {
+  check_random_opts("CPU", 100, 200, 50);
+}
+
+// The GPU lowering: launch dims as thread ids, LOCAL as work-groups, GROUP through shared memory
+// and a barrier, on the devices that run here.
+TEST_CASE("random opt lists on the GPU-style devices CL and VULKAN give the NOOPT values") {
+  for (std::string dev : {"CL", "VULKAN"}) {
+    if (std::string why = get_device(dev).unavailable(); !why.empty()) {
+      WARN("SKIPPED: " << dev << " cannot run here: " << why);
+      continue;
+    }
+    check_random_opts(dev, 30, 60, 15);
+  }
 }
 
 TEST_CASE("SWAP changes the loop order and nothing else") {

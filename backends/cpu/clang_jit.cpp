@@ -91,9 +91,12 @@ std::string compile_c(const std::string& src, const std::vector<std::string>& fl
   return std::string(object.data(), object.size());
 }
 
-std::string compile_ir(const std::string& ir) {
-  init_llvm();
-  llvm::LLVMContext ctx;
+namespace {
+
+// Parses, verifies and optimizes (O2, for the host CPU) the IR; returns the module and the target
+// machine that will emit it.
+std::pair<std::unique_ptr<llvm::Module>, std::unique_ptr<llvm::TargetMachine>>
+optimized(const std::string& ir, llvm::LLVMContext& ctx) {
   llvm::SMDiagnostic err;
   std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ir, err, ctx);
   if (!m) {
@@ -133,6 +136,24 @@ std::string compile_ir(const std::string& ir) {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(*m, mam);
   }
+  return {std::move(m), std::move(tm)};
+}
+
+} // namespace
+
+std::string optimize_ir(const std::string& ir) {
+  llvm::LLVMContext ctx;
+  auto [m, tm] = optimized(ir, ctx);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m->print(os, nullptr);
+  return os.str();
+}
+
+std::string compile_ir(const std::string& ir) {
+  llvm::LLVMContext ctx;
+  auto [m, tm] = optimized(ir, ctx);
+  std::string triple = m->getTargetTriple();
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream os(object);
   llvm::legacy::PassManager pm;

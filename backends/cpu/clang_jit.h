@@ -15,6 +15,8 @@ std::string compile_c(const std::string& src, const std::vector<std::string>& fl
 // Object code for the LLVM IR text `ir`: parsed, verified, optimized at O2 for the host CPU
 // (its vector width included). Throws std::runtime_error naming the line of a parse error.
 std::string compile_ir(const std::string& ir);
+// The same IR after the O2 pipeline, as text: where LLVM's vectorizers made vector types.
+std::string optimize_ir(const std::string& ir);
 
 // The host CPU's name and feature set, for cache keys: code built with -march=native on one
 // machine must not be loaded on another.

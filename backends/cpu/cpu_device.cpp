@@ -136,6 +136,7 @@ struct Language {
   std::string (*render)(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
   std::string (*compile)(const std::string& src); // -> object code
   std::string compiler;                           // for cache keys
+  std::string (*explain)(const std::string& src); // what the compiler makes of it, as text (or null)
 };
 
 std::string compile_c_source(const std::string& src) {
@@ -182,7 +183,9 @@ public:
   }
   int compile_count() const override { return compiles_.load(); }
   std::string fingerprint() const override { return compiler_id(); }
-  std::string compiled_text(const std::string&, const std::string&) override { return ""; }
+  std::string compiled_text(const std::string&, const std::string& src) override {
+    return lang_.explain ? lang_.explain(src) : "";
+  }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.
@@ -255,10 +258,10 @@ std::string c_compiler() {
 }
 
 const bool registered_cpu = register_device("CPU", [] {
-  return std::make_unique<CpuDevice>(Language{"CPU", render_c, compile_c_source, c_compiler()});
+  return std::make_unique<CpuDevice>(Language{"CPU", render_c, compile_c_source, c_compiler(), nullptr});
 });
 const bool registered_llvm = register_device("LLVM", [] {
-  return std::make_unique<CpuDevice>(Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2"});
+  return std::make_unique<CpuDevice>(Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2", optimize_ir});
 });
 
 } // namespace

@@ -1,6 +1,7 @@
-// Linear UOps -> LLVM IR text, written directly as tinygrad's LLVM renderer does: one function
-// `void NAME(ptr bufs, i32 core, i32 ncores)`, loops as blocks with a phi for the counter, and
+// Linear UOps -> LLVM IR text, written directly as tinygrad's LLVM renderer does: the kernel
+// as a function of its buffers (noalias), loops as blocks with a phi for the counter, and
 // accumulators as stack slots that LLVM's mem2reg turns into registers. Opaque pointers (`ptr`).
+// The IR is scalar: LLVM's loop and SLP vectorizers make the vectors (see the optimized IR).
 #include "backends/cpu/llvm_renderer.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/codegen/linearize.h"
 #include "engine/codegen/opts.h"
@@ -95,6 +97,10 @@ struct LRender {
   std::map<std::string, std::string> patches; // token -> the block a loop's back edge comes from
   const UOp* par = nullptr;
   std::map<std::string, bool> declared; // intrinsics used
+  // Index arithmetic, which never overflows (the lowerer picks int64 where int32 could): marked
+  // nsw, as C's signed arithmetic is, so LLVM sees consecutive addresses through the sign extension
+  // and vectorizes the loads. Arithmetic on tensor values is left to wrap.
+  std::unordered_set<const UOp*> index_math;
 
   std::string tmp() { return "%v" + std::to_string(n++); }
   void line(const std::string& s) { body << "  " << s << "\n"; }
@@ -160,7 +166,7 @@ std::string cast(LRender& r, DType from, DType to, const std::string& x) {
 
 std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
   DType d = u.dtype, sd = u.src.empty() ? d : u.src[0]->dtype;
-  bool f = is_float(d), fs = is_float(sd), un = is_unsigned(sd);
+  bool f = is_float(d), fs = is_float(sd), un = is_unsigned(sd), nsw = r.index_math.count(&u) > 0;
   std::string t = ll_type(d), st = ll_type(sd == DType::BFloat16 ? DType::Float32 : sd);
   auto bin = [&](const char* op) { return r.emit(std::string(op) + " " + t + " " + a[0] + ", " + a[1]); };
   auto call = [&](const char* fn) {
@@ -187,11 +193,11 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
   case Ops::CAST:
     return cast(r, sd, d, a[0]);
   case Ops::ADD:
-    return bin(f ? "fadd" : d == DType::Bool ? "or" : "add");
+    return bin(f ? "fadd contract" : d == DType::Bool ? "or" : nsw ? "add nsw" : "add");
   case Ops::SUB:
-    return bin(f ? "fsub" : "sub");
+    return bin(f ? "fsub contract" : nsw ? "sub nsw" : "sub");
   case Ops::MUL:
-    return bin(f ? "fmul" : d == DType::Bool ? "and" : "mul");
+    return bin(f ? "fmul contract" : d == DType::Bool ? "and" : nsw ? "mul nsw" : "mul");
   case Ops::FDIV:
     return bin("fdiv");
   case Ops::IDIV:
@@ -340,17 +346,19 @@ void render_endrange(LRender& r, const UOpRef& u) {
 std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
   LRender r;
   r.par = parallel ? parallel_loop(linear) : nullptr;
+  int64_t buffers = 0;
+  for (auto& u : linear)
+    if (u->op == Ops::INDEX)
+      for (const UOp* d : toposort(u->src[1].get()))
+        r.index_math.insert(d);
   for (auto& u : linear) {
     switch (u->op) {
     case Ops::CONST:
       break;
-    case Ops::DEFINE_GLOBAL: {
-      std::string i = std::to_string(u->iarg());
-      r.entry << "  %p" << i << " = getelementptr inbounds ptr, ptr %bufs, i64 " << i << "\n";
-      r.entry << "  %data" << i << " = load ptr, ptr %p" << i << "\n";
-      r.val[u.get()] = "%data" + i;
+    case Ops::DEFINE_GLOBAL:
+      buffers = std::max(buffers, u->iarg() + 1);
+      r.val[u.get()] = "%data" + std::to_string(u->iarg());
       break;
-    }
     case Ops::INDEX:
       break; // addressed where it is loaded or stored
     case Ops::LOAD:
@@ -392,9 +400,26 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
   std::ostringstream os;
   for (auto& [decl, _] : r.declared)
     os << decl << "\n";
-  os << "define void @" << fn << "(ptr noalias %bufs, i32 %core, i32 %ncores) nounwind {\nentry:\n"
+  // The kernel takes its buffers as noalias parameters (C's restrict), so LLVM vectorizes without
+  // checking at run time whether they overlap; the entry point unpacks them from bufs and is
+  // what the device calls. Inlined, the parameters' noalias becomes alias metadata.
+  std::string params, args;
+  for (int64_t i = 0; i < buffers; i++) {
+    params += "ptr noalias %data" + std::to_string(i) + ", ";
+    args += "ptr %d" + std::to_string(i) + ", ";
+  }
+  os << "define internal void @" << fn << "_body(" << params
+     << "i32 %core, i32 %ncores) alwaysinline nounwind #0 {\n"
+     << "entry:\n"
      << r.entry.str() << "  br label %start\nstart:\n"
-     << body << "  ret void\n}\n";
+     << body << "  ret void\n}\n\n";
+  os << "define void @" << fn << "(ptr %bufs, i32 %core, i32 %ncores) nounwind #0 {\nentry:\n";
+  for (int64_t i = 0; i < buffers; i++)
+    os << "  %p" << i << " = getelementptr inbounds ptr, ptr %bufs, i64 " << i << "\n  %d" << i
+       << " = load ptr, ptr %p" << i << "\n";
+  os << "  call void @" << fn << "_body(" << args << "i32 %core, i32 %ncores)\n  ret void\n}\n";
+  // as clang marks C: floating-point exceptions are not observed, so LLVM may compute ahead
+  os << "attributes #0 = { \"no-trapping-math\"=\"true\" }\n";
   return os.str();
 }
 

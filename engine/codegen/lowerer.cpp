@@ -108,26 +108,36 @@ struct Lowerer {
   // the group's partials: every thread gets the same value, and only the first stores it.
   UOpRef shared_combine(const UOpRef& partial, const std::vector<size_t>& group_dims, Ops op) {
     auto idx = [&](int64_t v) { return UOp::cconst(it, static_cast<double>(v)); };
-    UOpRef thread = idx(0), tile = idx(0);
-    int64_t threads = 1, copies = 1;
+    // slot: ((output thread * group threads) + group thread) * copies + copy, where the output
+    // thread is the work-group's own output (LOCAL dims: each has its own partial results)
+    UOpRef thread = idx(0), tile = idx(0), output = idx(0);
+    int64_t threads = 1, copies = 1, outputs = 1;
     for (auto d = group_dims.rbegin(); d != group_dims.rend(); ++d)
       thread = alu(Ops::ADD, {thread, alu(Ops::MUL, {ranges[*d], idx(threads)})}), threads *= ks.full[*d];
-    for (size_t d = ks.full.size(); d-- > 0;)
+    for (size_t d = ks.full.size(); d-- > 0;) {
       if (ks.kind[d] == kUpcast && ks.full[d] > 1)
         tile = alu(Ops::ADD, {tile, alu(Ops::MUL, {ranges[d], idx(copies)})}), copies *= ks.full[d];
+      if (ks.kind[d] == kLocal && ks.full[d] > 1)
+        output = alu(Ops::ADD, {output, alu(Ops::MUL, {ranges[d], idx(outputs)})}), outputs *= ks.full[d];
+    }
     DType dt = partial->dtype;
-    if (threads * copies * itemsize(dt) > target.max_shared)
-      throw std::invalid_argument("GROUP: " + std::to_string(threads * copies) + " partial results need " +
-                                  std::to_string(threads * copies * itemsize(dt)) +
+    int64_t slots = outputs * threads * copies;
+    if (slots * itemsize(dt) > target.max_shared)
+      throw std::invalid_argument("GROUP: " + std::to_string(slots) + " partial results need " +
+                                  std::to_string(slots * itemsize(dt)) +
                                   " bytes of shared memory; the device has " +
                                   std::to_string(target.max_shared));
-    UOpRef buf = UOp::make(Ops::DEFINE_LOCAL, dt, {}, std::vector<int64_t>{nlocal++, threads * copies});
-    UOpRef slot = alu(Ops::ADD, {alu(Ops::MUL, {thread, idx(copies)}), tile});
-    UOpRef store = UOp::make(Ops::STORE, DType::Void, {UOp::make(Ops::INDEX, dt, {buf, slot}), partial});
+    UOpRef buf = UOp::make(Ops::DEFINE_LOCAL, dt, {}, std::vector<int64_t>{nlocal++, slots});
+    auto slot_of = [&](const UOpRef& t) {
+      UOpRef row = alu(Ops::ADD, {alu(Ops::MUL, {output, idx(threads)}), t});
+      return alu(Ops::ADD, {alu(Ops::MUL, {row, idx(copies)}), tile});
+    };
+    UOpRef store =
+        UOp::make(Ops::STORE, DType::Void, {UOp::make(Ops::INDEX, dt, {buf, slot_of(thread)}), partial});
     UOpRef barrier = UOp::make(Ops::BARRIER, DType::Void, {store});
     UOpRef r = UOp::make(Ops::RANGE, it, {idx(threads)},
                          std::vector<int64_t>{static_cast<int64_t>(ks.full.size()) + nlocal, kReduce});
-    UOpRef at = alu(Ops::ADD, {alu(Ops::MUL, {r, idx(copies)}), tile});
+    UOpRef at = slot_of(r);
     UOpRef load = UOp::make(Ops::LOAD, dt, {UOp::make(Ops::INDEX, dt, {buf, at}), barrier});
     return UOp::make(Ops::REDUCE, dt, {load, r}, ReduceArg{op, {}});
   }
@@ -153,8 +163,9 @@ struct Lowerer {
       // The load's index depends on the loops over outputs, which all run inside the block loop.
       // With none left (a full sum, or every output dim upcast) nothing would keep the load
       // inside it: it is gated on a later block then, which does.
+      // On a GPU the dims over outputs are thread ids, not loops: always gated.
       bool loops_inside = false;
-      for (size_t e = 0; e < ks.full.size(); e++)
+      for (size_t e = 0; e < ks.full.size() && !target.gpu; e++)
         loops_inside |= (ks.kind[e] == kGlobal || ks.kind[e] == kLocal) && ks.full[e] > 1;
       UOpRef later = alu(Ops::CMPLT, {UOp::cconst(it, 0), ranges[d]});
       std::vector<UOpRef> isrc{index->src[0], index->src[1],
