@@ -97,6 +97,7 @@ namespace {
 // machine that will emit it.
 std::pair<std::unique_ptr<llvm::Module>, std::unique_ptr<llvm::TargetMachine>>
 optimized(const std::string& ir, llvm::LLVMContext& ctx) {
+  init_llvm();
   llvm::SMDiagnostic err;
   std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ir, err, ctx);
   if (!m) {
