@@ -1,0 +1,81 @@
+-- Devices: what is compiled in and what runs here, moving tensors between devices, a kernel
+-- rendered for every device without running it, and the errors a wrong choice gives.
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test, same = H.test, H.same
+
+local names, why = Device.names()
+local function runs(d) return why[d] == nil end
+
+test("Device.names lists every backend, and why one cannot run", function()
+  for _, d in ipairs({ "CPU", "LLVM", "CL", "VULKAN" }) do
+    local found = false
+    for _, n in ipairs(names) do found = found or n == d end
+    assert(found, d .. " is not compiled in")
+  end
+  assert(runs("CPU"), "the CPU device must run")
+  for n, reason in pairs(why) do assert(type(reason) == "string" and #reason > 10, n .. ": no reason given") end
+end)
+
+test("tensors move between the devices that run here, values intact", function()
+  local x = Tensor({ { 1.5, -2 }, { 3, 4.25 } })
+  for _, d in ipairs(names) do
+    if runs(d) then
+      local y = x:to(d)
+      assert(y.device == d, ("to(%s) gave a tensor on %s"):format(d, y.device))
+      same((y * 2 + 1):to("CPU"):tolist(), { { 4.0, -3.0 }, { 7.0, 9.5 } })
+      local z = Tensor({ 1, 2, 3 }, { device = d })
+      assert(z.device == d)
+      same(z:sum():item(), 6)
+      same(Tensor.arange(5, { device = d }):tolist(), { 0, 1, 2, 3, 4 })
+    end
+  end
+end)
+
+test("a kernel reading tensors on two devices is an error naming both", function()
+  for _, d in ipairs(names) do
+    if d ~= "CPU" and runs(d) then
+      H.errors(function() return (Tensor({ 1, 2 }) + Tensor({ 1, 2 }, { device = d })):tolist() end, "CPU", d, ":to(")
+    end
+  end
+end)
+
+test("a device that cannot run, or does not exist, is a clear error", function()
+  H.errors(function() return Tensor({ 1 }, { device = "NOPE" }) end, "unknown device 'NOPE'", "CPU")
+  for n, reason in pairs(why) do
+    H.errors(function() return Tensor({ 1 }, { device = n }) end, n, "cannot run here")
+    H.errors(function() Device.DEFAULT = n end, n, "cannot run here")
+  end
+  assert(Device.DEFAULT == "CPU", "a failed switch changed the default device")
+end)
+
+test("show.render builds a kernel for every device without running it", function()
+  local x = Tensor.rand(64, 64)
+  local e = (x * x):sum(1)
+  local markers = {
+    CPU = { "void r_", "restrict" }, LLVM = { "define void @", "phi i32" },
+    CL = { "__kernel", "get_local_id(0)" }, VULKAN = { "#version 450", "gl_LocalInvocationID" },
+    CUDA = { "extern \"C\" __global__", "threadIdx.x" },
+  }
+  local compiled = { VULKAN = "OpEntryPoint GLCompute", CUDA = ".visible .entry", LLVM = "define" }
+  for _, d in ipairs(names) do
+    local ks = show.render(e, d)
+    assert(#ks == 1, d .. ": expected one kernel")
+    for _, m in ipairs(markers[d] or {}) do
+      assert(ks[1].src:find(m, 1, true), ("%s source lacks %q:\n%s"):format(d, m, ks[1].src))
+    end
+    if compiled[d] then
+      assert(ks[1].compiled:find(compiled[d], 1, true), ("%s compiled text lacks %q"):format(d, compiled[d]))
+    end
+  end
+end)
+
+test("a GROUP reduce on a GPU device shares partial sums through shared memory", function()
+  local x = Tensor.rand(4096)
+  for _, d in ipairs({ "CL", "VULKAN", "CUDA" }) do
+    local ks = show.render(x:sum(), d, false)
+    assert(ks[1].src:find("temp0", 1, true), d .. ": no shared array")
+    assert(ks[1].launch:find("local", 1, true), d .. ": " .. ks[1].launch)
+  end
+end)
+
+H.done()
