@@ -1,7 +1,8 @@
 // Linear UOps -> LLVM IR text, written directly as tinygrad's LLVM renderer does: the kernel
 // as a function of its buffers (noalias), loops as blocks with a phi for the counter, and
 // accumulators as stack slots that LLVM's mem2reg turns into registers. Opaque pointers (`ptr`).
-// The IR is scalar: LLVM's loop and SLP vectorizers make the vectors (see the optimized IR).
+// UPCAST copies that read or write consecutive elements become one load or store of a vector
+// type (<4 x float>); LLVM's vectorizers do the rest (see the IR after O2).
 #include "backends/cpu/llvm_renderer.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -101,6 +103,15 @@ struct LRender {
   // nsw, as C's signed arithmetic is, so LLVM sees consecutive addresses through the sign extension
   // and vectorizes the loads. Arithmetic on tensor values is left to wrap.
   std::unordered_set<const UOp*> index_math;
+  // UPCAST copies that load or store consecutive elements, done as one vector load or store: a
+  // member's group (leader: the first load, or the last store, in program order), lane and width.
+  struct Lane {
+    const UOp* leader;
+    int64_t lane, width, first; // first: the group's lowest offset from the base
+  };
+  std::unordered_map<const UOp*, Lane> lanes;
+  std::unordered_map<const UOp*, UOpRef> refs;                    // every node of the program, by address
+  std::unordered_map<const UOp*, std::vector<const UOp*>> groups; // leader -> members by lane
 
   std::string tmp() { return "%v" + std::to_string(n++); }
   void line(const std::string& s) { body << "  " << s << "\n"; }
@@ -262,7 +273,106 @@ std::string address(LRender& r, const UOp& idx, const std::string& i) {
                 ll_type(idx.src[1]->dtype) + " " + i);
 }
 
+// An index as (base, constant offset): base + c, or the index itself with offset 0.
+std::pair<const UOp*, int64_t> base_offset(const UOp* i) {
+  if (i->op == Ops::ADD && i->src[1]->op == Ops::CONST)
+    return {i->src[0].get(), static_cast<int64_t>(i->src[1]->const_value())};
+  return {i, 0};
+}
+
+// Finds the loads (from inputs) and stores (to the output) that UPCAST made of consecutive
+// elements in straight-line code: runs of 2 or more offsets from one base, in one stretch between
+// loop markers, with no load from the output between a group's stores.
+void find_vectors(LRender& r, const std::vector<UOpRef>& linear) {
+  struct Key {
+    const UOp *buf, *base;
+    int segment;
+    Ops op;
+    bool operator<(const Key& o) const {
+      return std::tie(buf, base, segment, op) < std::tie(o.buf, o.base, o.segment, o.op);
+    }
+  };
+  std::map<Key, std::map<int64_t, std::pair<size_t, const UOp*>>> found; // offset -> (position, op)
+  std::vector<int> segment(linear.size());
+  int seg = 0;
+  for (size_t i = 0; i < linear.size(); i++) {
+    const UOp* u = linear[i].get();
+    if (u->op == Ops::RANGE || u->op == Ops::ENDRANGE) seg++;
+    segment[i] = seg;
+    if (u->op != Ops::LOAD && u->op != Ops::STORE) continue;
+    const UOp& idx = *u->src[0];
+    DType t = idx.src[0]->dtype;
+    if (idx.src.size() > 2 || t == DType::Bool || t == DType::BFloat16) continue; // gated, or converted
+    bool input = idx.src[0]->iarg() > 0;
+    if ((u->op == Ops::LOAD) != input) continue; // loads of inputs, stores to the output
+    auto [base, off] = base_offset(idx.src[1].get());
+    found[{idx.src[0].get(), base, seg, u->op}][off] = {i, u};
+  }
+  for (auto& [key, offs] : found) {
+    for (auto it = offs.begin(); it != offs.end();) {
+      std::vector<std::pair<size_t, const UOp*>> run{it->second};
+      int64_t first = it->first, next = first + 1;
+      for (++it; it != offs.end() && it->first == next; ++it, ++next)
+        run.push_back(it->second);
+      if (run.size() < 2) continue;
+      size_t lo = run[0].first, hi = run[0].first;
+      for (auto& [pos, u] : run)
+        lo = std::min(lo, pos), hi = std::max(hi, pos);
+      if (key.op == Ops::STORE) { // a load from the output between the stores would see them moved
+        bool reads = false;
+        for (size_t i = lo; i <= hi; i++)
+          reads |= linear[i]->op == Ops::LOAD && linear[i]->src[0]->src[0].get() == key.buf;
+        if (reads) continue;
+      }
+      const UOp* leader = linear[key.op == Ops::LOAD ? lo : hi].get();
+      auto& members = r.groups[leader];
+      for (size_t l = 0; l < run.size(); l++) {
+        members.push_back(run[l].second);
+        r.lanes[run[l].second] = {leader, static_cast<int64_t>(l), static_cast<int64_t>(run.size()), first};
+      }
+    }
+  }
+}
+
+// The address of a group's first element: its base plus the lowest offset.
+std::string group_address(LRender& r, const UOp& idx, int64_t first) {
+  DType it = idx.src[1]->dtype;
+  std::string base = r.V(r.refs.at(base_offset(idx.src[1].get()).first));
+  if (first != 0) base = r.emit("add nsw " + ll_type(it) + " " + base + ", " + std::to_string(first));
+  return address(r, idx, base);
+}
+
+// A group of loads as one vector load; each member's value is its lane.
+void render_vector_load(LRender& r, const UOp* leader) {
+  const auto& members = r.groups.at(leader);
+  const UOp& idx = *leader->src[0];
+  const LRender::Lane& l = r.lanes.at(leader);
+  std::string et = mem_type(idx.src[0]->dtype), vt = "<" + std::to_string(l.width) + " x " + et + ">";
+  std::string v = r.emit("load " + vt + ", ptr " + group_address(r, idx, l.first) + ", align " +
+                         std::to_string(itemsize(idx.src[0]->dtype)));
+  for (const UOp* m : members)
+    r.val[m] = r.emit("extractelement " + vt + " " + v + ", i32 " + std::to_string(r.lanes.at(m).lane));
+}
+
+// A group of stores as one vector store of its members' values, at the last member.
+void render_vector_store(LRender& r, const UOp* leader) {
+  const auto& members = r.groups.at(leader);
+  const UOp& idx = *members[0]->src[0];
+  const LRender::Lane& l = r.lanes.at(leader);
+  std::string et = mem_type(idx.src[0]->dtype), vt = "<" + std::to_string(l.width) + " x " + et + ">";
+  std::string v = "poison";
+  for (const UOp* m : members)
+    v = r.emit("insertelement " + vt + " " + v + ", " + et + " " + r.V(r.refs.at(m->src[1].get())) +
+               ", i32 " + std::to_string(r.lanes.at(m).lane));
+  r.line("store " + vt + " " + v + ", ptr " + group_address(r, idx, l.first) + ", align " +
+         std::to_string(itemsize(idx.src[0]->dtype)));
+}
+
 void render_load(LRender& r, const UOpRef& u) {
+  if (auto it = r.lanes.find(u.get()); it != r.lanes.end()) {
+    if (it->second.leader == u.get()) render_vector_load(r, u.get());
+    return;
+  }
   const UOp& idx = *u->src[0];
   DType t = idx.src[0]->dtype;
   std::string i = r.V(idx.src[1]), it = ll_type(idx.src[1]->dtype);
@@ -281,6 +391,10 @@ void render_load(LRender& r, const UOpRef& u) {
 }
 
 void render_store(LRender& r, const UOpRef& u) {
+  if (auto it = r.lanes.find(u.get()); it != r.lanes.end()) {
+    if (it->second.leader == u.get()) render_vector_store(r, u.get());
+    return;
+  }
   const UOp& idx = *u->src[0];
   DType t = idx.src[0]->dtype;
   std::string v = r.V(u->src[1]);
@@ -347,10 +461,15 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
   LRender r;
   r.par = parallel ? parallel_loop(linear) : nullptr;
   int64_t buffers = 0;
-  for (auto& u : linear)
+  for (auto& u : linear) {
+    r.refs[u.get()] = u;
+    for (auto& s : u->src)
+      r.refs.emplace(s.get(), s);
     if (u->op == Ops::INDEX)
       for (const UOp* d : toposort(u->src[1].get()))
         r.index_math.insert(d);
+  }
+  find_vectors(r, linear);
   for (auto& u : linear) {
     switch (u->op) {
     case Ops::CONST:
