@@ -9,6 +9,21 @@ namespace mg {
 
 namespace {
 
+// Applies `op` on loop dim d when it is legal, recording it; the divisibility test first skips
+// most illegal ones without an exception.
+bool try_apply(KernelShape& ks, ViewList& sts, std::vector<Opt>& applied, OptOp op, size_t d,
+               int64_t amount) {
+  if (ks.full[d] % amount != 0) return false;
+  Opt o = opt_at(ks, op, d, amount);
+  try {
+    apply_opt(ks, sts, o);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  applied.push_back(o);
+  return true;
+}
+
 // A GPU's choice, after tinygrad's: a long reduce with few outputs is shared by the threads of a
 // work-group (GROUPTOP), each thread computes a small tile of outputs along dims where an input
 // is broadcast, the reduce is unrolled, and local dims are taken from the innermost outward, up
@@ -17,15 +32,7 @@ std::vector<Opt> gpu_opts(KernelShape& ks, ViewList& sts, const std::unordered_m
                           const Target& target) {
   std::vector<Opt> applied;
   auto try_opt = [&](OptOp op, size_t d, int64_t amount) {
-    if (ks.full[d] % amount != 0) return false;
-    Opt o = opt_at(ks, op, d, amount);
-    try {
-      apply_opt(ks, sts, o);
-    } catch (const std::invalid_argument&) {
-      return false;
-    }
-    applied.push_back(o);
-    return true;
+    return try_apply(ks, sts, applied, op, d, amount);
   };
   auto broadcast = [&](size_t d) {
     for (auto& [u, st] : sts)
@@ -94,18 +101,9 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const Target& target) {
   if (target.gpu) return gpu_opts(ks, sts, loaded, target);
   std::vector<Opt> applied;
-  // Applies the opt on loop dim d when it is legal; the divisibility test first skips most
-  // illegal ones without an exception.
+  // an UPCAST of a dim over outputs, an UNROLL of a reduce dim
   auto try_split = [&](KernelShape& ks, ViewList& sts, size_t d, int64_t amount) {
-    if (ks.full[d] % amount != 0) return false;
-    Opt o = opt_at(ks, ks.reduces(d) ? OptOp::UNROLL : OptOp::UPCAST, d, amount);
-    try {
-      apply_opt(ks, sts, o);
-    } catch (const std::invalid_argument&) {
-      return false;
-    }
-    applied.push_back(o);
-    return true;
+    return try_apply(ks, sts, applied, ks.reduces(d) ? OptOp::UNROLL : OptOp::UPCAST, d, amount);
   };
   // A view loaded from a buffer over the kernel's full loop shape (not the output's view)
   auto full_load = [&](const std::pair<const UOp*, ShapeTracker>& e) {
