@@ -269,12 +269,17 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   auto out = std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->numel()));
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u, {}, false);
-  // A kernel runs where its inputs live; one with none (a constant, arange) on the default device.
+  // A kernel runs where its inputs live; one with none (a constant, arange) on the default device,
+  // or where the tensor it assigns to lives.
+  auto target = assign_target(u.get());
+  if (target) out->device = target->device;
   for (size_t i = 1; i < kb.bufs.size(); i++) {
-    if (i == 1) out->device = kb.bufs[i]->device;
+    if (i == 1 && !target) out->device = kb.bufs[i]->device;
     if (kb.bufs[i]->device != out->device)
-      throw std::invalid_argument("a kernel reads tensors on " + out->device + " and on " +
-                                  kb.bufs[i]->device + ": move one with :to(\"" + out->device + "\") first");
+      throw std::invalid_argument(
+          std::string(target ? "an assign to a tensor on " : "a kernel reads tensors on ") + out->device +
+          (target ? " reads one on " : " and on ") + kb.bufs[i]->device + ": move one with :to(\"" +
+          out->device + "\") first");
   }
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
@@ -284,7 +289,7 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
-  if (auto target = assign_target(u.get())) {
+  if (target) {
     copies.push_back({target, out});
     // done: from now on the node is the target buffer (another realize must not redo it)
     if (commit) u->pin_cached(buffer_view(target, u));

@@ -255,9 +255,16 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
   case Ops::XOR:
     return bin("xor");
   case Ops::SHL:
-    return bin("shl");
-  case Ops::SHR:
-    return bin(is_unsigned(d) ? "lshr" : "ashr");
+  case Ops::SHR: {
+    const char* op = u.op == Ops::SHL ? "shl" : is_unsigned(d) ? "lshr" : "ashr";
+    if (itemsize(d) >= 4) return bin(op);
+    // C promotes narrow integers to int, where a shift by up to 31 is defined (LLVM's i8 shift by
+    // 8 is poison): shift in i32 and truncate
+    std::string ext = is_unsigned(d) ? "zext " : "sext ";
+    std::string x = r.emit(ext + t + " " + a[0] + " to i32"),
+                n = r.emit("zext " + t + " " + a[1] + " to i32");
+    return r.emit("trunc i32 " + r.emit(std::string(op) + " i32 " + x + ", " + n) + " to " + t);
+  }
   case Ops::WHERE:
     return r.emit("select i1 " + a[0] + ", " + t + " " + a[1] + ", " + t + " " + a[2]);
   default:
@@ -410,7 +417,11 @@ void render_store(LRender& r, const UOpRef& u) {
     std::string bits = r.emit("bitcast float " + v + " to i32");
     std::string lsb = r.emit("and i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 1");
     std::string rounded = r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb);
-    v = r.emit("trunc i32 " + r.emit("lshr i32 " + rounded + ", 16") + " to i16");
+    std::string top = r.emit("lshr i32 " + rounded + ", 16"),
+                quiet = r.emit("or i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 64");
+    std::string nan =
+        r.emit("fcmp uno float " + v + ", 0.0"); // a NaN stays a NaN (rounding could carry it to inf)
+    v = r.emit("trunc i32 " + r.emit("select i1 " + nan + ", i32 " + quiet + ", i32 " + top) + " to i16");
   }
   r.line("store " + mem_type(t) + " " + v + ", ptr " + address(r, idx, r.V(idx.src[1])));
   if (!skip.empty()) {

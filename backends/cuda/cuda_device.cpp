@@ -84,6 +84,7 @@ const Dialect& cuda_dialect() {
         s += (i ? ", " : "") + a[i];
       return s + ")";
     };
+    d.half_in_float = true;
     d.special = [](const std::string& n) {
       return std::string(n[0] == 'g' ? "blockIdx." : "threadIdx.") + "xyz"[n.back() - '0'];
     };
@@ -99,7 +100,9 @@ const Dialect& cuda_dialect() {
       if (half || k.body.find("__float2half") != std::string::npos) os << "#include <cuda_fp16.h>\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
         os << "__device__ inline unsigned short bf16_bits(float f) { unsigned int u = __float_as_uint(f); "
-              "return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n";
+              "return f != f ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7fffu + ((u >> "
+              "16) & "
+              "1u)) >> 16); }\n";
       int64_t threads = 1;
       for (auto l : k.local_size)
         threads *= l;
@@ -122,7 +125,7 @@ std::string nvrtc_compile(const std::string& fn, const std::string& src, const s
   if (nvrtcCreateProgram(&prog, src.c_str(), (fn + ".cu").c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
     throw std::runtime_error("CUDA: NVRTC could not take the kernel " + fn);
   std::string a = "--gpu-architecture=" + arch;
-  const char* opts[] = {a.c_str(), "-I/usr/local/cuda/include", "--use_fast_math=false"};
+  const char* opts[] = {a.c_str(), "-I/usr/local/cuda/include"};
   nvrtcResult r = nvrtcCompileProgram(prog, 2, opts);
   size_t n = 0;
   nvrtcGetProgramLogSize(prog, &n);
@@ -239,7 +242,8 @@ public:
     Target t;
     t.gpu = true;
     t.max_local = 1024;
-    t.max_groups = 65535; // gridDim.y and .z; x allows more, but gidx0 may land on any of them
+    t.max_groups = 65535;        // gridDim.y and .z
+    t.max_groups_x = 2147483647; // gridDim.x (gidx0)
     t.max_shared = 48 << 10;
     return t;
   }

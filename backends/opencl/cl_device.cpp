@@ -87,6 +87,7 @@ const Dialect& cl_dialect() {
         s += (i ? ", " : "") + a[i];
       return s + ")";
     };
+    d.half_in_float = true;
     d.special = [](const std::string& n) {
       return std::string(n[0] == 'g' ? "get_group_id(" : "get_local_id(") + n.back() + ")";
     };
@@ -101,9 +102,9 @@ const Dialect& cl_dialect() {
         f64 |= t == DType::Float64;
       if (f64) os << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
-        os << "inline ushort bf16_bits(float f) { uint u = as_uint(f); return (ushort)((u + 0x7fffu + ((u >> "
-              "16) & "
-              "1u)) >> 16); }\n";
+        os << "inline ushort bf16_bits(float f) { uint u = as_uint(f); return isnan(f) ? (ushort)((u >> 16) "
+              "| "
+              "0x40u) : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n";
       if (k.body.find("half_round(") != std::string::npos)
         os << "inline float half_round(float f) { ushort h; vstore_half_rte(f, 0, (half*)&h); return "
               "vload_half(0, "

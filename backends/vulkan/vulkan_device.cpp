@@ -175,6 +175,7 @@ const Dialect& glsl_dialect() {
     d.rem = [](const std::string& a, const std::string& b) {
       return "(" + a + "-(" + a + "/" + b + ")*" + b + ")";
     };
+    d.half_in_float = true;
     d.special = [](const std::string& n) {
       return std::string("int(") + (n[0] == 'g' ? "gl_WorkGroupID." : "gl_LocalInvocationID.") +
              "xyz"[n.back() - '0'] + ")";
@@ -204,9 +205,9 @@ const Dialect& glsl_dialect() {
       for (auto& s : k.shared)
         os << "shared " << s << ";\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
-        os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return uint16_t((u + 0x7fffu + ((u "
-              ">> 16) & "
-              "1u)) >> 16); }\n";
+        os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return isnan(f) ? uint16_t((u >> "
+              "16) | "
+              "0x40u) : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n";
       if (k.body.find("mg_") != std::string::npos) os << kFloat64Math;
       os << "void main() {\n" << k.body << "}\n";
       return os.str();
@@ -415,13 +416,19 @@ public:
     cbai.commandPool = c.pool;
     cbai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cbai.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(c.device, &cbai, &cmd_), "allocating a command buffer");
+    {
+      std::lock_guard<std::mutex> lk(c.m); // the pool is shared with other programs' runs
+      check(vkAllocateCommandBuffers(c.device, &cbai, &cmd_), "allocating a command buffer");
+    }
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     check(vkCreateFence(c.device, &fci, nullptr, &fence_), "creating a fence");
   }
   ~VkProgram() override {
     vkDestroyFence(c_.device, fence_, nullptr);
-    vkFreeCommandBuffers(c_.device, c_.pool, 1, &cmd_);
+    {
+      std::lock_guard<std::mutex> lk(c_.m);
+      vkFreeCommandBuffers(c_.device, c_.pool, 1, &cmd_);
+    }
     vkDestroyDescriptorPool(c_.device, dpool_, nullptr);
     vkDestroyPipeline(c_.device, pipeline_, nullptr);
     vkDestroyPipelineLayout(c_.device, layout_, nullptr);
@@ -454,6 +461,12 @@ public:
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
     vkCmdDispatch(cmd_, g[0], g[1], g[2]);
+    // the shader's writes made visible to the host, which reads the mapped memory after the fence
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
     check(vkEndCommandBuffer(cmd_), "recording");
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
@@ -511,6 +524,10 @@ public:
     VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     mai.allocationSize = req.size;
     mai.memoryTypeIndex = c.memory_type;
+    if (!(req.memoryTypeBits & (1u << c.memory_type))) {
+      vkDestroyBuffer(c.device, b->buffer, nullptr);
+      throw std::runtime_error("VULKAN: no host-visible memory type for a storage buffer");
+    }
     VkResult r = vkAllocateMemory(c.device, &mai, nullptr, &b->memory);
     if (r != VK_SUCCESS) vkDestroyBuffer(c.device, b->buffer, nullptr);
     check(r, "allocating " + std::to_string(bytes) + " bytes");
@@ -544,7 +561,11 @@ public:
     return render_cstyle(glsl_dialect(), fn, linear, false);
   }
   std::string compiled_text(const std::string& fn, const std::string& src) override {
-    auto words = glsl_to_spirv(fn, src);
+    std::vector<uint32_t> words;
+    {
+      std::lock_guard<std::mutex> lk(compile_m_);
+      words = glsl_to_spirv(fn, src);
+    }
     spirv_tool(words, false);
     return spirv_tool(words, true);
   }

@@ -237,6 +237,9 @@ void render_alu(CRender& r, const UOpRef& u) {
     nest = std::max(nest, r.nesting[s.get()] + 1);
   }
   std::string e = alu_expr(r.dl, *u, a);
+  if (r.dl.half_in_float && u->dtype == DType::Float16 && u->op != Ops::CAST && u->op != Ops::WHERE &&
+      u->op != Ops::MAX && u->op != Ops::NEG)
+    e = r.dl.cast(DType::Float16, e); // (a choice or a sign change of half values is already one)
   const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
   if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 && !repeats_operands(*us))
     r.expr[u.get()] = e, r.nesting[u.get()] = nest;

@@ -43,11 +43,14 @@ struct Dialect {
   std::string inf = "INFINITY", nan = "NAN";
   std::string int64_suffix = "ll", uint64_suffix = "ull", uint_suffix = "u";
   std::string float_suffix = "f", double_suffix = "";
-  std::string loop_prefix;     // written before each for loop (GLSL: an attribute)
-  std::string barrier;         // a work-group barrier statement
-  std::string shared;          // prefix of a shared array's declaration
-  bool shared_in_body = true;  // false: the header declares them (GLSL: at global scope)
-  bool reassociate = false;    // a lone float sum may add in any order (clang's pragma)
+  std::string loop_prefix;    // written before each for loop (GLSL: an attribute)
+  std::string barrier;        // a work-group barrier statement
+  std::string shared;         // prefix of a shared array's declaration
+  bool shared_in_body = true; // false: the header declares them (GLSL: at global scope)
+  bool reassociate = false;   // a lone float sum may add in any order (clang's pragma)
+  // float16 values live in float: every result is rounded back to half (cast), as half arithmetic
+  // would round it
+  bool half_in_float = false;
   bool typed_literals = false; // narrow ints and bools written as typed values (no implicit conversion)
   std::function<std::string(const KernelParts&)> header; // the whole source around the body
 };

@@ -9,11 +9,11 @@ namespace mg {
 
 namespace {
 
-// Applies `op` on loop dim d when it is legal, recording it; the divisibility test first skips
-// most illegal ones without an exception.
+// Applies `op` on loop dim d when it is legal, recording it; the divisibility test (not for
+// PADTO, which makes a dim divisible) first skips most illegal ones without an exception.
 bool try_apply(KernelShape& ks, ViewList& sts, std::vector<Opt>& applied, OptOp op, size_t d,
                int64_t amount) {
-  if (ks.full[d] % amount != 0) return false;
+  if (op != OptOp::PADTO && ks.full[d] % amount != 0) return false;
   Opt o = opt_at(ks, op, d, amount);
   try {
     apply_opt(ks, sts, o);
@@ -54,18 +54,19 @@ std::vector<Opt> gpu_opts(KernelShape& ks, ViewList& sts, const std::unordered_m
     for (size_t d = 0; d < ks.full.size(); d++)
       if (ks.kind[d] == kReduce && ks.full[d] > ks.full[r]) r = d;
   if (r < ks.full.size() && too_long)
-    for (int64_t amt : {16, 32, 64, 128, 256})
-      if ((reduce / amt <= limit || amt == 256) && try_opt(OptOp::GROUPTOP, r, amt)) {
+    for (int64_t most = std::min<int64_t>(256, target.max_local), amt = 2; amt <= most; amt++)
+      if ((reduce / amt <= limit || amt == most) && try_opt(OptOp::GROUPTOP, r, amt)) { // the fewest threads
         threads = amt;
         break;
       }
   if (threads == 1 && r < ks.full.size() && outputs <= 2048 && ks.full[r] >= 256)
     for (int64_t amt : {256, 128, 64, 32, 16})
-      if (try_opt(OptOp::GROUPTOP, r, amt)) {
+      if (amt <= target.max_local && try_opt(OptOp::GROUPTOP, r, amt)) {
         threads = amt;
         break;
       }
-  int upcasts = 0;
+  // a tile of 16 partial results per thread of a group must fit the shared memory (8-byte values)
+  int upcasts = threads * 16 * 8 <= target.max_shared ? 0 : 2;
   for (size_t d = ks.full.size(); d-- > 0 && upcasts < 2;)
     if (ks.kind[d] == kGlobal && ks.full[d] >= 16 && broadcast(d) && try_opt(OptOp::UPCAST, d, 4)) upcasts++;
   for (size_t d = ks.full.size(); d-- > 0;)
@@ -84,10 +85,15 @@ std::vector<Opt> gpu_opts(KernelShape& ks, ViewList& sts, const std::unordered_m
       }
     dims++;
   }
+  // A dim still longer than the launch allows: more outputs per thread, the dim padded up to a
+  // multiple of the copies where it does not divide (PADTO: the extra ones store nothing).
   for (size_t d = 0; d < ks.full.size(); d++)
     if (ks.kind[d] == kGlobal && ks.full[d] > target.max_groups)
       for (int64_t amt : {16, 8, 4, 2})
-        if (ks.full[d] / amt <= target.max_groups && try_opt(OptOp::UPCAST, d, amt)) break;
+        if ((ks.full[d] + amt - 1) / amt <= target.max_groups) {
+          if (ks.full[d] % amt != 0 && !try_apply(ks, sts, applied, OptOp::PADTO, d, amt)) continue;
+          if (try_opt(OptOp::UPCAST, d, amt)) break;
+        }
   return applied;
 }
 

@@ -47,6 +47,7 @@ struct Lowerer {
   DType it; // index dtype: int32 unless some view can reach past 2^31
   Target target;
   int nlocal = 0;             // shared arrays made so far
+  bool outer_loops = false;   // a GPU kernel runs some global dims as loops (too many work-groups)
   std::vector<UOpRef> ranges; // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
   std::unordered_map<const UOp*, UOpRef> memo;
 
@@ -120,12 +121,18 @@ struct Lowerer {
       if (ks.kind[d] == kLocal && ks.full[d] > 1)
         output = alu(Ops::ADD, {output, alu(Ops::MUL, {ranges[d], idx(outputs)})}), outputs *= ks.full[d];
     }
+    // The slots are written again on the next iteration of a loop around the combine, while slower
+    // threads may still read them: no loop may enclose it.
+    for (size_t d = 0; d < ks.full.size(); d++)
+      if (ks.kind[d] == kBlock && ks.full[d] > 1)
+        throw std::invalid_argument("GROUP: not with BLOCK on a GPU");
+    if (outer_loops) throw std::invalid_argument("GROUP: not with global dims that stay loops on a GPU");
     DType dt = partial->dtype;
-    int64_t slots = outputs * threads * copies;
-    if (slots * itemsize(dt) > target.max_shared)
+    int64_t slots = outputs * threads * copies,
+            bytes = slots * std::max(itemsize(dt), 4); // half: kept in float
+    if (bytes > target.max_shared)
       throw std::invalid_argument("GROUP: " + std::to_string(slots) + " partial results need " +
-                                  std::to_string(slots * itemsize(dt)) +
-                                  " bytes of shared memory; the device has " +
+                                  std::to_string(bytes) + " bytes of shared memory; the device has " +
                                   std::to_string(target.max_shared));
     UOpRef buf = UOp::make(Ops::DEFINE_LOCAL, dt, {}, std::vector<int64_t>{nlocal++, slots});
     auto slot_of = [&](const UOpRef& t) {
@@ -311,7 +318,8 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
   size_t n = globals.size();
   for (size_t k = 0; k < std::min<size_t>(n, 2); k++) {
     size_t d = globals[n - 1 - k];
-    lw.ranges[d] = special("gidx" + std::to_string(k), ks.full[d], lw.target.max_groups, "work-groups");
+    int64_t limit = k == 0 && lw.target.max_groups_x > 0 ? lw.target.max_groups_x : lw.target.max_groups;
+    lw.ranges[d] = special("gidx" + std::to_string(k), ks.full[d], limit, "work-groups");
   }
   if (n < 3) return;
   // gidx2 spans the outer dims, each dim's index by division and remainder, as many as fit the
@@ -320,6 +328,7 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
   int64_t total = 1;
   while (first > 0 && total * ks.full[globals[first - 1]] <= lw.target.max_groups)
     total *= ks.full[globals[--first]];
+  lw.outer_loops = first > 0;
   if (first == n - 2) return;
   UOpRef g2 = special("gidx2", total, lw.target.max_groups, "work-groups");
   int64_t inner = total;

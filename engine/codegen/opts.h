@@ -70,6 +70,7 @@ struct Target {
   bool gpu = false;
   int64_t max_local = 1024;        // threads per work-group
   int64_t max_groups = 2147483647; // work-groups along one launch dim (Vulkan: 65535)
+  int64_t max_groups_x = 0;        // along gidx0 where it allows more (CUDA: 2^31-1); 0: max_groups
   int64_t max_shared = 16384;      // bytes of shared memory a GROUP's partials may take
   // Loop iterations one thread may run in all (0: no limit). lavapipe stops the loops of an
   // invocation after 65535 iterations in all, silently: a longer kernel would compute garbage.
