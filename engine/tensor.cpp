@@ -251,12 +251,14 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t compiled0 = global_counters().kernels_compiled;
   std::vector<UOpRef> views;
-  auto items = create_schedule(outs, &views);
+  std::vector<ScheduleItem> items;
   std::vector<KernelRun> runs;
   try {
+    items = create_schedule(outs, &views);
     runs = run_schedule(items);
   } catch (...) {
-    // the schedule cached buffers its kernels never wrote: forget them
+    // a schedule that failed part way (a kernel on two devices), or kernels that did not run,
+    // cached buffers that were never written: forget them
     UOp::mutation_epoch()++;
     throw;
   }

@@ -78,4 +78,40 @@ test("a GROUP reduce on a GPU device shares partial sums through shared memory",
   end
 end)
 
+test("an assign runs on its target's device; a value from elsewhere is an error", function()
+  for _, d in ipairs(names) do
+    if d ~= "CPU" and runs(d) then
+      local t = Tensor.zeros(4, { device = d }):contiguous():realize()
+      t:assign(Tensor.ones(4)) -- a constant: computed on t's device
+      same(t:tolist(), { 1.0, 1.0, 1.0, 1.0 })
+      H.errors(function() t:assign(Tensor({ 1.0, 2.0, 3.0, 4.0 })); return t:tolist() end, "assign", d, "CPU")
+    end
+  end
+end)
+
+test("a failed schedule leaves no tensor holding a buffer nothing wrote", function()
+  for _, d in ipairs(names) do
+    if d ~= "CPU" and runs(d) then
+      local x = Tensor({ 1.0, 2.0, 3.0 }, { device = d })
+      local s = x * 2
+      pcall(function() return (s + Tensor({ 1.0, 1.0, 1.0 })):tolist() end)
+      same(s:tolist(), { 2.0, 4.0, 6.0 })
+    end
+  end
+end)
+
+test("half overflow, bfloat16 NaN and odd long dims give the CPU's answers on every device", function()
+  local h = Tensor({ 100, 60000 }, "float16")
+  local b = Tensor({ 0 / 0, 1.5 }, "bfloat16")
+  for _, d in ipairs(names) do
+    if runs(d) then
+      local hv = (h:to(d) * 2 / 2):tolist()
+      assert(hv[1] == 100 and hv[2] == math.huge, d .. ": half 60000*2/2 is " .. tostring(hv[2]))
+      local bv = (b:to(d) + 0):tolist()
+      assert(bv[1] ~= bv[1] and bv[2] == 1.5, d .. ": bfloat16 NaN came back as " .. tostring(bv[1]))
+      same((Tensor.ones(1000, 1001, { device = d }) + 1):sum():item(), 2002000.0)
+    end
+  end
+end)
+
 H.done()
