@@ -129,7 +129,10 @@ optimized(const std::string& ir, llvm::LLVMContext& ctx) {
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm.get());
+    llvm::PipelineTuningOptions tuning; // as clang and opt at -O2: the SLP vectorizer is off by default
+    tuning.SLPVectorization = true;
+    tuning.LoopVectorization = true;
+    llvm::PassBuilder pb(tm.get(), tuning);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
