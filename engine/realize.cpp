@@ -102,11 +102,12 @@ std::vector<std::pair<std::string, std::string>> ir_stages(const UOpRef& ast) {
 
 RenderedKernel render_on(const ScheduleItem& item, const std::string& device, bool compiled) {
   Device& d = get_device(device);
-  LoweredKernel k = lower_kernel(item.ast, nullptr, d.target());
+  Target target = d.target();
+  LoweredKernel k = lower_kernel(item.ast, nullptr, target);
   RenderedKernel r{k.name, d.render(k.name, k.linear, false), "", ""};
   if (compiled) r.compiled = d.compiled_text(k.name, r.src);
-  r.launch = d.target().gpu ? "global " + shape_str(k.global_size) + ", local " + shape_str(k.local_size)
-                            : "loops on the CPU";
+  r.launch = target.gpu ? "global " + shape_str(k.global_size) + ", local " + shape_str(k.local_size)
+                        : "loops on the CPU";
   return r;
 }
 

@@ -132,9 +132,7 @@ const Dialect& c_dialect() {
       // gathers (a 5x5 convolution with 8-wide rows ran 10x slower). The CPU device reads this
       // line as a flag.
       if (tile_row_width(linear, accumulators) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
-      bool bf16 = false;
-      for (auto& [i, t] : k.globals)
-        bf16 |= t == DType::BFloat16;
+      bool bf16 = false; // in a value or a buffer (DEFINE_GLOBAL has the element dtype)
       for (auto& u : linear)
         bf16 |= u->dtype == DType::BFloat16;
       os << kPrelude << (bf16 ? kBf16 : "") << (k.body.find("mg_exp2f(") != std::string::npos ? kExp2 : "")

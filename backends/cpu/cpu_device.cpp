@@ -261,7 +261,8 @@ const bool registered_cpu = register_device("CPU", [] {
   return std::make_unique<CpuDevice>(Language{"CPU", render_c, compile_c_source, c_compiler(), nullptr});
 });
 const bool registered_llvm = register_device("LLVM", [] {
-  return std::make_unique<CpuDevice>(Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2 loop+slp vectorizers", optimize_ir});
+  return std::make_unique<CpuDevice>(
+      Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2 loop+slp vectorizers", optimize_ir});
 });
 
 } // namespace

@@ -143,6 +143,17 @@ struct LRender {
   }
 };
 
+// The bfloat16 of float f, as the low 16 bits of an i32: rounded to nearest even, and a NaN kept a
+// (quiet) NaN, which rounding could carry to inf.
+std::string bf16_bits(LRender& r, const std::string& f) {
+  std::string bits = r.emit("bitcast float " + f + " to i32"), hi = r.emit("lshr i32 " + bits + ", 16");
+  std::string lsb = r.emit("and i32 " + hi + ", 1");
+  std::string rounded =
+      r.emit("lshr i32 " + r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb) + ", 16");
+  std::string nan = r.emit("fcmp uno float " + f + ", 0.0");
+  return r.emit("select i1 " + nan + ", i32 " + r.emit("or i32 " + hi + ", 64") + ", i32 " + rounded);
+}
+
 std::string cast(LRender& r, DType from, DType to, const std::string& x) {
   std::string ft = ll_type(from), tt = ll_type(to);
   if (to == DType::Bool)
@@ -150,13 +161,7 @@ std::string cast(LRender& r, DType from, DType to, const std::string& x) {
                           : r.emit("icmp ne " + ft + " " + x + ", 0");
   if (to == DType::BFloat16) { // round to bfloat16 precision, kept in float
     std::string f = from == DType::BFloat16 || from == DType::Float32 ? x : cast(r, from, DType::Float32, x);
-    std::string bits = r.emit("bitcast float " + f + " to i32");
-    std::string lsb = r.emit("and i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 1");
-    std::string rounded = r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb);
-    std::string top = r.emit("and i32 " + rounded + ", -65536");
-    std::string nan = r.emit("fcmp uno float " + f + ", 0.0");
-    return r.emit("select i1 " + nan + ", float " + f + ", float " +
-                  r.emit("bitcast i32 " + top + " to float"));
+    return r.emit("bitcast i32 " + r.emit("shl i32 " + bf16_bits(r, f) + ", 16") + " to float");
   }
   if (from == DType::BFloat16) from = DType::Float32;
   ft = ll_type(from);
@@ -413,16 +418,7 @@ void render_store(LRender& r, const UOpRef& u) {
     skip = after;
   }
   if (t == DType::Bool) v = r.emit("zext i1 " + v + " to i8");
-  if (t == DType::BFloat16) {
-    std::string bits = r.emit("bitcast float " + v + " to i32");
-    std::string lsb = r.emit("and i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 1");
-    std::string rounded = r.emit("add i32 " + r.emit("add i32 " + bits + ", 32767") + ", " + lsb);
-    std::string top = r.emit("lshr i32 " + rounded + ", 16"),
-                quiet = r.emit("or i32 " + r.emit("lshr i32 " + bits + ", 16") + ", 64");
-    std::string nan =
-        r.emit("fcmp uno float " + v + ", 0.0"); // a NaN stays a NaN (rounding could carry it to inf)
-    v = r.emit("trunc i32 " + r.emit("select i1 " + nan + ", i32 " + quiet + ", i32 " + top) + " to i16");
-  }
+  if (t == DType::BFloat16) v = r.emit("trunc i32 " + bf16_bits(r, v) + " to i16");
   r.line("store " + mem_type(t) + " " + v + ", ptr " + address(r, idx, r.V(idx.src[1])));
   if (!skip.empty()) {
     r.line("br label %" + skip);

@@ -187,13 +187,11 @@ const Dialect& glsl_dialect() {
     d.double_suffix = "lf";
     d.typed_literals = true;
     d.barrier = "memoryBarrierShared(); barrier();";
-    d.loop_prefix = "[[dont_unroll]] ";
     d.shared_in_body = false;
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
       os << "#version 450\n// " << k.fn << "\n";
       os << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
-      os << "#extension GL_EXT_control_flow_attributes : require\n";
       os << "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_16bit_storage : "
             "require\n";
       os << "layout(local_size_x = " << (k.local_size.size() > 0 ? k.local_size[0] : 1)

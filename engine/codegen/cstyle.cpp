@@ -175,7 +175,7 @@ void render_range(CRender& r, const UOpRef& u) {
   // body 9x worse. A single loop takes the share as its bounds, or it would not vectorize.
   bool skip = u.get() == r.par && r.par_nested;
   if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
-  r.line(r.dl.loop_prefix + "for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
+  r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
   if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
   r.ind++;
 }

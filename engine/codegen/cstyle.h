@@ -43,7 +43,6 @@ struct Dialect {
   std::string inf = "INFINITY", nan = "NAN";
   std::string int64_suffix = "ll", uint64_suffix = "ull", uint_suffix = "u";
   std::string float_suffix = "f", double_suffix = "";
-  std::string loop_prefix;    // written before each for loop (GLSL: an attribute)
   std::string barrier;        // a work-group barrier statement
   std::string shared;         // prefix of a shared array's declaration
   bool shared_in_body = true; // false: the header declares them (GLSL: at global scope)
