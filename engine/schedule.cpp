@@ -120,7 +120,7 @@ ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<
       UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
   UOpRef store = UOp::make(Ops::STORE, DType::Void,
                            {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
-  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}};
+  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, boundary::assign_copy};
 }
 
 struct Scheduler {
@@ -128,13 +128,15 @@ struct Scheduler {
   bool commit; // set `realized` on graph nodes (false: preview only)
   std::vector<ScheduleItem> items;
   std::unordered_map<const UOp*, UOpRef> done; // node -> realized buffer view
-  std::unordered_set<const UOp*> own_kernel;   // reduces that feed several kernels: computed once
+  // reduces that feed several kernels, computed once, and why
+  std::unordered_map<const UOp*, const char*> own_kernel;
   // In-place assigns: the value is computed into a fresh buffer like any other, and copied into
   // the target after every kernel, so all readers of the old contents ran first.
   std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> copies; // target, fresh
 
-  // Schedules `u` as a kernel (after its dependencies) and returns its buffer view.
-  UOpRef realize(const UOpRef& u);
+  // Schedules `u` as a kernel (after its dependencies) and returns its buffer view; `why` is
+  // one of boundary::*.
+  UOpRef realize(const UOpRef& u, const char* why);
 };
 
 struct KernelBuilder {
@@ -234,14 +236,21 @@ struct KernelBuilder {
       return walk(u->src[0], path, in_reduce);
     case Ops::CONTIGUOUS:
       if (u.get() == root) return walk(u->src[0], path, in_reduce);
-      return leaf(s.realize(u), path, in_reduce);
+      return leaf(s.realize(u, assign_target(u.get()) ? boundary::assign : boundary::contiguous), path,
+                  in_reduce);
     case Ops::REDUCE_AXIS: {
-      if (s.own_kernel.count(u.get()) && u.get() != root) return leaf(s.realize(u), path, in_reduce);
+      if (auto own = s.own_kernel.find(u.get()); own != s.own_kernel.end() && u.get() != root)
+        return leaf(s.realize(u, own->second), path, in_reduce);
       bool plain = std::all_of(path.begin(), path.end(), [](const UOp* x) { return x->op == Ops::RESHAPE; });
       bool same = u->src[0]->shape == red_in && u->rarg().axes == red_axes;
       if (plain && same && !in_reduce)
         return UOp::make(Ops::REDUCE_AXIS, u->dtype, {walk(u->src[0], {}, true)}, u->arg);
-      return leaf(s.realize(u), path, in_reduce); // broadcast back, nested, or another shape
+      bool expand = std::any_of(path.begin(), path.end(), [](const UOp* x) { return x->op == Ops::EXPAND; });
+      const char* why = in_reduce ? boundary::reduce_into_reduce
+                        : expand  ? boundary::broadcast_back
+                        : !plain  ? boundary::reduce_view
+                                  : boundary::other_reduce;
+      return leaf(s.realize(u, why), path, in_reduce);
     }
     default:
       break;
@@ -252,7 +261,8 @@ struct KernelBuilder {
       return walk(u->src[0], p, in_reduce);
     }
     if (is_elementwise(u->op)) {
-      if (unsafe_under_pad(u->op) && path_has_pad(path)) return leaf(s.realize(u), path, in_reduce);
+      if (unsafe_under_pad(u->op) && path_has_pad(path))
+        return leaf(s.realize(u, boundary::pad), path, in_reduce);
       std::vector<UOpRef> src;
       for (auto& x : u->src)
         src.push_back(walk(x, path, in_reduce));
@@ -262,7 +272,7 @@ struct KernelBuilder {
   }
 };
 
-UOpRef Scheduler::realize(const UOpRef& u) {
+UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   if (auto it = done.find(u.get()); it != done.end()) return it->second;
   KernelBuilder kb(*this, u.get());
   kb.find_reduce(u.get());
@@ -286,7 +296,7 @@ UOpRef Scheduler::realize(const UOpRef& u) {
   UOpRef store =
       UOp::make(Ops::STORE, DType::Void,
                 {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
-  items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs});
+  items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs, why});
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
   if (target) {
@@ -301,26 +311,28 @@ UOpRef Scheduler::realize(const UOpRef& u) {
 // Whether a reduce's value flows (through elementwise and movement ops) into another reduce's
 // input. That reduce's kernel cannot fuse it (a reduce inside a reduce), so it is stored in a
 // buffer in any case; its other consumers must load that buffer, not recompute it (softmax of a
-// matmul: the max, the sum and the output all read the one stored product).
-static bool feeds_another_reduce(const UOp* red,
-                                 std::unordered_map<const UOp*, std::vector<const UOp*>>& parents) {
+// matmul: the max, the sum and the output all read the one stored product). Returns the
+// boundary reason, or nullptr.
+static const char* feeds_another_reduce(const UOp* red,
+                                        std::unordered_map<const UOp*, std::vector<const UOp*>>& parents) {
   std::unordered_set<const UOp*> visited{red};
-  std::vector<const UOp*> todo{red};
+  std::vector<std::pair<const UOp*, bool>> todo{{red, false}}; // node, seen through an EXPAND
   while (!todo.empty()) {
-    const UOp* u = todo.back();
+    auto [u, expanded] = todo.back();
     todo.pop_back();
     for (const UOp* p : parents[u]) {
-      if (p->op == Ops::REDUCE_AXIS) return true;
+      if (p->op == Ops::REDUCE_AXIS)
+        return expanded ? boundary::broadcast_back : boundary::reduce_into_reduce;
       if ((is_elementwise(p->op) || is_movement(p->op) || p->op == Ops::DETACH) && visited.insert(p).second)
-        todo.push_back(p);
+        todo.push_back({p, expanded || p->op == Ops::EXPAND});
     }
   }
-  return false;
+  return nullptr;
 }
 
 // A reduce whose value flows through elementwise ops and reshapes into more than one output
 // would be recomputed by each output's kernel: give it a kernel of its own (tinygrad's rule).
-std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector<UOpRef>& outs) {
+std::unordered_map<const UOp*, const char*> reduces_feeding_several_outputs(const std::vector<UOpRef>& outs) {
   std::unordered_map<const UOp*, std::vector<const UOp*>> parents;
   std::unordered_set<const UOp*> is_out, seen;
   std::vector<const UOp*> reduces;
@@ -333,7 +345,7 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
         parents[x.get()].push_back(u);
     }
   }
-  std::unordered_set<const UOp*> r;
+  std::unordered_map<const UOp*, const char*> r;
   for (const UOp* red : reduces) {
     std::unordered_set<const UOp*> outs_reached, visited{red};
     std::vector<const UOp*> todo{red};
@@ -351,13 +363,16 @@ std::unordered_set<const UOp*> reduces_feeding_several_outputs(const std::vector
           todo.push_back(p);
       }
     }
-    if (outs_reached.size() > 1 || feeds_another_reduce(red, parents)) r.insert(red);
+    if (const char* why = feeds_another_reduce(red, parents))
+      r[red] = why;
+    else if (outs_reached.size() > 1)
+      r[red] = boundary::two_consumers;
   }
   return r;
 }
 
-std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit,
-                                   std::vector<UOpRef>* views) {
+std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit, std::vector<UOpRef>* views,
+                                   const char* why) {
   Scheduler s(commit);
   std::vector<std::pair<UOpRef, UOpRef>> finals; // node -> the view it holds after this schedule
   std::vector<UOpRef> resolved;
@@ -388,7 +403,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
       bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
     } else if (!is_buffer_view(u.get())) {
-      bv = s.realize(u);
+      bv = s.realize(u, assign_target(u.get()) ? boundary::assign : why);
       if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
     }
     if (views) (*views)[i] = bv;
@@ -411,11 +426,12 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
 
 } // namespace
 
-std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views) {
-  return schedule(outs, true, views);
+std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views,
+                                          const char* why) {
+  return schedule(outs, true, views, why);
 }
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) {
-  return schedule(outs, false, nullptr);
+  return schedule(outs, false, nullptr, boundary::output);
 }
 
 std::string ScheduleItem::to_string() const {
@@ -423,7 +439,7 @@ std::string ScheduleItem::to_string() const {
   os << "ScheduleItem(" << bufs.size() << " buffers:";
   for (auto& b : bufs)
     os << " " << buffer_string(*b);
-  os << ")\n" << print_tree(ast);
+  os << "; why a kernel: " << reason << ")\n" << print_tree(ast);
   return os.str();
 }
 

@@ -13,17 +13,35 @@ namespace mg {
 
 struct Buffer;
 
+// Why a node became a kernel of its own (a kernel boundary): the scheduler records one of these
+// where it decides to realize a node, and :schedule prints it.
+namespace boundary {
+inline constexpr const char* output = "the graph's output";
+inline constexpr const char* explicit_realize = "explicit realize";
+inline constexpr const char* assign = "assign target";
+inline constexpr const char* assign_copy = "assign target: copied in after every reader of the old value";
+inline constexpr const char* contiguous = "contiguous";
+inline constexpr const char* reduce_into_reduce = "a reduce feeds a reduce over other axes";
+inline constexpr const char* broadcast_back = "a reduce is broadcast back over the axes it reduced";
+inline constexpr const char* reduce_view = "a reduce is read through a permute, pad or shrink";
+inline constexpr const char* other_reduce = "a second reduce of another shape in the consumer";
+inline constexpr const char* two_consumers = "used by two consumers that cannot share a loop";
+inline constexpr const char* pad = "padded, and not 0 at 0 (the pad would compute garbage through it)";
+} // namespace boundary
+
 struct ScheduleItem {
   UOpRef ast;                                // SINK(STORE(DEFINE_GLOBAL 0, VIEW, value))
   std::vector<std::shared_ptr<Buffer>> bufs; // bufs[i] is DEFINE_GLOBAL i; bufs[0] is the output
+  const char* reason = boundary::output;     // one of boundary::*
   std::string to_string() const;
 };
 
 // Schedules the graphs of `outs`; `views` (if given) receives the buffer view each out holds
 // afterwards. Realized nodes are cached, so later graphs that share them read the buffer
-// instead of recomputing (until the next in-place write).
+// instead of recomputing (until the next in-place write). `why` is the outputs' reason.
 std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs,
-                                          std::vector<UOpRef>* views = nullptr);
+                                          std::vector<UOpRef>* views = nullptr,
+                                          const char* why = boundary::output);
 
 // Same, but records nothing: for printing what a realize would do.
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs);

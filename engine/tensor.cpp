@@ -240,7 +240,7 @@ Tensor Tensor::contiguous() const {
 
 // ---------------------------------------------------------------- running
 
-void Tensor::realize_all(const std::vector<Tensor*>& ts) {
+void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   std::vector<UOpRef> outs;
   for (auto* t : ts)
     outs.push_back(t->uop);
@@ -254,7 +254,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   std::vector<ScheduleItem> items;
   std::vector<KernelRun> runs;
   try {
-    items = create_schedule(outs, &views);
+    items = create_schedule(outs, &views, why ? why : boundary::explicit_realize);
     runs = run_schedule(items);
   } catch (...) {
     // a schedule that failed part way (a kernel on two devices), or kernels that did not run,
@@ -276,15 +276,15 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts) {
   std::fflush(stdout);
 }
 
-Tensor& Tensor::realize() {
-  realize_all({this});
+Tensor& Tensor::realize(const char* why) {
+  realize_all({this}, why);
   return *this;
 }
 
 std::vector<ScheduleItem> Tensor::schedule() const { return preview_schedule({uop}); }
 
 std::vector<double> Tensor::data() {
-  realize();
+  realize(boundary::output);
   std::vector<double> out(numel());
   if (out.empty()) return out;
   // After realize the graph is a view of one buffer: read through its ShapeTracker.
@@ -313,7 +313,7 @@ std::vector<double> Tensor::data() {
 
 std::string Tensor::to_bytes() {
   Tensor c = contiguous();
-  c.realize();
+  c.realize(boundary::output);
   const UOp* u = c.uop.get();
   if (u->op == Ops::RESHAPE) u = u->src[0].get();
   if (u->op != Ops::BUFFER) internal_error("contiguous realized tensor is not a buffer");

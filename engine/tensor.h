@@ -126,8 +126,10 @@ public:
   Tensor& assign(const Tensor& v);
 
   // ---- running
-  Tensor& realize();
-  static void realize_all(const std::vector<Tensor*>& ts);
+  // `why` is the kernel-boundary reason the outputs' kernels record (boundary:: in schedule.h);
+  // nullptr: an explicit realize.
+  Tensor& realize(const char* why = nullptr);
+  static void realize_all(const std::vector<Tensor*>& ts, const char* why = nullptr);
   // The kernels realize() would run, without running them.
   std::vector<ScheduleItem> schedule() const;
   // Realizes and returns the elements, row-major, as doubles.

@@ -294,6 +294,8 @@ int item_index(lua_State* L) {
     lua_pushstring(L, kernel_for(it).src.c_str()); // compiles (cached)
   else if (k == "name")
     lua_pushstring(L, kernel_for(it).name.c_str());
+  else if (k == "reason") // why this node is a kernel of its own
+    lua_pushstring(L, it.reason);
   else if (k == "opts") { // {"UPCAST(0, 16)", ...}: what the kernel was lowered with
     const auto& opts = kernel_for(it).opts;
     lua_createtable(L, static_cast<int>(opts.size()), 0);
@@ -313,7 +315,8 @@ int item_index(lua_State* L) {
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
     }
   } else
-    luaL_error(L, "ScheduleItem has no field '%s' (ast, uop, bufs, src, name, opts, stages)", k.c_str());
+    luaL_error(L, "ScheduleItem has no field '%s' (ast, uop, bufs, src, name, reason, opts, stages)",
+               k.c_str());
   return 1;
 }
 

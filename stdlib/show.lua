@@ -54,7 +54,7 @@ end
 
 
 local function header(i, item)
-  return ("--- kernel %d: %s  (%s)"):format(i, item.name, table.concat(item.bufs, " "))
+  return ("--- kernel %d: %s  (%s)\n    why a kernel: %s"):format(i, item.name, table.concat(item.bufs, " "), item.reason)
 end
 
 -- The kernels realizing x would run, each with its AST. Returns the schedule.

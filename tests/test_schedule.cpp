@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/device.h"
+#include "engine/realize.h"
 #include "engine/schedule.h"
 #include "tensor_helpers.h"
 
@@ -282,4 +283,112 @@ TEST_CASE("a reduce feeding two outputs runs once, in a kernel of its own", "[sc
   // a reduce used twice inside one output's kernel stays fused
   Tensor t = x.sum();
   CHECK(t.add(t.mul(sc(t, 2))).schedule().size() == 1);
+}
+
+// ---------------------------------------------------------------- kernel-boundary reasons
+namespace {
+std::vector<std::string> reasons(const std::vector<ScheduleItem>& items) {
+  std::vector<std::string> r;
+  for (auto& it : items)
+    r.push_back(it.reason);
+  return r;
+}
+using R = std::vector<std::string>;
+} // namespace
+
+TEST_CASE("each kernel says why it is a kernel", "[schedule][boundary]") {
+  std::mt19937 rng(330);
+  A ra, rb;
+  Tensor a = realized({4, 5}, DType::Float32, rng, &ra);
+  Tensor b = realized({5, 4}, DType::Float32, rng, &rb);
+  A row_sum({4}, std::vector<double>(4, 0)), col_sum({4}, std::vector<double>(4, 0)), row_max({4}, std::vector<double>(4, -1e30));
+  for (int64_t i = 0; i < 4; i++)
+    for (int64_t j = 0; j < 5; j++) {
+      row_sum.data[i] += static_cast<float>(ra.data[i * 5 + j]);
+      col_sum.data[i] += static_cast<float>(rb.data[j * 4 + i]);
+      row_max.data[i] =
+          std::max(row_max.data[i], static_cast<double>(static_cast<float>(ra.data[i * 5 + j])));
+    }
+
+  SECTION("the graph's output, and an explicit realize") {
+    Tensor x = a.add(sc(a, 1));
+    CHECK(reasons(x.schedule()) == R{boundary::output});
+    KernelLog log;
+    Tensor y = a.mul(sc(a, 2));
+    y.realize();
+    (void)a.sub(sc(a, 1)).data(); // reading the values realizes the graph as its output
+    REQUIRE(log.items.size() == 2);
+    CHECK(reasons(log.items) == R{boundary::explicit_realize, boundary::output});
+    check_values(y, map(ra, [](double v) { return static_cast<float>(v) * 2; }), 1e-6, 1e-6);
+  }
+  SECTION("contiguous") {
+    Tensor x = a.add(sc(a, 1)).contiguous().mul(sc(a, 2));
+    CHECK(reasons(x.schedule()) == R{boundary::contiguous, boundary::output});
+    check_values(x, map(ra, [](double v) { return (static_cast<float>(v) + 1) * 2; }), 1e-5, 1e-5);
+  }
+  SECTION("assign target") {
+    Tensor t = realized({4, 5}, DType::Float32, rng);
+    std::vector<double> before = t.data();
+    t.assign(t.add(sc(t, 1)));
+    CHECK(reasons(t.schedule()) == R{boundary::assign, boundary::assign_copy});
+    std::vector<double> after = t.data();
+    for (size_t i = 0; i < before.size(); i++)
+      CHECK(after[i] == Approx(before[i] + 1).margin(1e-6));
+  }
+  SECTION("a reduce feeds a reduce over other axes") {
+    Tensor x = a.sum(std::vector<int64_t>{1}).max();
+    CHECK(reasons(x.schedule()) == R{boundary::reduce_into_reduce, boundary::output});
+    CHECK(x.item() == Approx(*std::max_element(row_sum.data.begin(), row_sum.data.end())).epsilon(1e-5));
+  }
+  SECTION("a reduce broadcast back: into another reduce (softmax's max) or into the output") {
+    Tensor m = a.max(std::vector<int64_t>{1}, true);
+    Tensor centered = a.sub(m);
+    CHECK(reasons(centered.schedule()) == R{boundary::broadcast_back, boundary::output});
+    Tensor e = centered.exp();
+    Tensor sm = e.div(e.sum(std::vector<int64_t>{1}, true));
+    CHECK(reasons(sm.schedule()) == R{boundary::broadcast_back, boundary::broadcast_back, boundary::output});
+    A want({4, 5}, std::vector<double>(20));
+    for (int64_t i = 0; i < 4; i++) {
+      double s = 0;
+      for (int64_t j = 0; j < 5; j++)
+        s += std::exp(static_cast<float>(ra.data[i * 5 + j]) - row_max.data[i]);
+      for (int64_t j = 0; j < 5; j++)
+        want.data[i * 5 + j] = std::exp(static_cast<float>(ra.data[i * 5 + j]) - row_max.data[i]) / s;
+    }
+    check_values(sm, want, 1e-5, 1e-6);
+  }
+  SECTION("a reduce read through a pad") {
+    Tensor x = a.sum(std::vector<int64_t>{1}).pad({{1, 1}}).add(sc(a, 1));
+    CHECK(reasons(x.schedule()) == R{boundary::reduce_view, boundary::output});
+    A want({6}, {1, 0, 0, 0, 0, 1});
+    for (int64_t i = 0; i < 4; i++)
+      want.data[i + 1] = row_sum.data[i] + 1;
+    check_values(x, want, 1e-5, 1e-5);
+  }
+  SECTION("two reduces of different shapes") {
+    Tensor x = a.sum(std::vector<int64_t>{1}).add(b.sum(std::vector<int64_t>{0}));
+    CHECK(reasons(x.schedule()) == R{boundary::other_reduce, boundary::output});
+    A want({4}, std::vector<double>(4));
+    for (int64_t i = 0; i < 4; i++)
+      want.data[i] = row_sum.data[i] + col_sum.data[i];
+    check_values(x, want, 1e-5, 1e-5);
+  }
+  SECTION("used by two consumers that cannot share a loop") {
+    Tensor s = a.sum(std::vector<int64_t>{1});
+    Tensor x = s.add(sc(s, 1)), y = s.mul(sc(s, 2));
+    CHECK(reasons(preview_schedule({x.uop, y.uop})) ==
+          R{boundary::two_consumers, boundary::output, boundary::output});
+    Tensor::realize_all({&x, &y});
+    check_values(x, map(row_sum, [](double v) { return v + 1; }), 1e-5, 1e-5);
+    check_values(y, map(row_sum, [](double v) { return v * 2; }), 1e-5, 1e-5);
+  }
+  SECTION("an op that is not 0 at 0, padded") {
+    Tensor x = a.exp().pad({{0, 0}, {1, 0}});
+    CHECK(reasons(x.schedule()) == R{boundary::pad, boundary::output});
+    A want({4, 6}, std::vector<double>(24, 0));
+    for (int64_t i = 0; i < 4; i++)
+      for (int64_t j = 0; j < 5; j++)
+        want.data[i * 6 + j + 1] = std::exp(static_cast<float>(ra.data[i * 5 + j]));
+    check_values(x, want, 1e-5, 1e-6);
+  }
 }
