@@ -69,21 +69,23 @@ int show_clock(lua_State* L) {
 }
 
 // show.kernel_log(fn, ...): calls fn(...) and returns a list of the kernels it ran, each
-// {name, device, shape, seconds, flops, bytes}, followed by fn's results.
+// {name, device, shape, seconds, flops, bytes, reason}, followed by fn's results.
 int show_kernel_log(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 1;
   std::vector<std::pair<KernelInfo, double>> runs;
+  std::vector<ScheduleItem> items;
   {
     KernelLog log;
     lua_call(L, nargs, LUA_MULTRET); // an error propagates; the log unregisters itself
     runs = std::move(log.runs);
+    items = std::move(log.items);
   }
   int nres = lua_gettop(L);
   lua_createtable(L, static_cast<int>(runs.size()), 0);
   for (size_t i = 0; i < runs.size(); i++) {
     const auto& [info, s] = runs[i];
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, info.name.c_str());
     lua_setfield(L, -2, "name");
     lua_pushstring(L, info.device.c_str());
@@ -96,6 +98,8 @@ int show_kernel_log(lua_State* L) {
     lua_setfield(L, -2, "flops");
     lua_pushinteger(L, info.bytes);
     lua_setfield(L, -2, "bytes");
+    lua_pushstring(L, items[i].reason);
+    lua_setfield(L, -2, "reason");
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   lua_insert(L, 1);
