@@ -8,7 +8,9 @@ PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-
           dataset-fashion-mnist
           # the CL device (OpenCL on PoCL) and the VULKAN device (lavapipe, glslang, SPIRV-Tools)
           pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
-          libvulkan-dev mesa-vulkan-drivers glslang-dev spirv-tools)
+          libvulkan-dev mesa-vulkan-drivers glslang-dev spirv-tools
+          # VIZ: Graphviz lays out the graphs; headless Chromium checks the page in the tests
+          graphviz chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,6 +1,7 @@
 #include "engine/pattern.h"
 #include "engine/errors.h"
 
+#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -98,11 +99,63 @@ bool upat_match(const UPat& p, const UOpRef& u, Match& m) {
   return false;
 }
 
-PatternMatcher::PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules) : rules_(rules) {
+PatternMatcher::PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules,
+                               std::source_location where)
+    : rules_(rules), where_(rules_.size(), where), first_(rules_.size(), 0) {
   index();
 }
-PatternMatcher::PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules) : rules_(std::move(rules)) {
+PatternMatcher::PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules, std::source_location where)
+    : rules_(std::move(rules)), where_(rules_.size(), where), first_(rules_.size(), 0) {
   index();
+}
+
+static std::string location(const std::source_location& w) {
+  std::string f = w.file_name();
+  return f.substr(f.find_last_of('/') + 1) + ":" + std::to_string(w.line());
+}
+
+std::string PatternMatcher::table_name() const {
+  std::string names;
+  for (size_t i = 0; i < rules_.size(); i++)
+    if (first_[i] == i) names += (names.empty() ? "" : "+") + location(where_[i]);
+  return names.empty() ? "(empty table)" : names;
+}
+
+std::string PatternMatcher::rule_name(size_t i) const {
+  return location(where_.at(i)) + " #" + std::to_string(i - first_[i]) + " " + rules_[i].first.to_string();
+}
+
+namespace {
+thread_local RewriteTrace* g_trace = nullptr;
+}
+RewriteTrace::RewriteTrace() : outer_(g_trace) { g_trace = this; }
+RewriteTrace::~RewriteTrace() { g_trace = outer_; }
+RewriteTrace* RewriteTrace::active() { return g_trace; }
+
+std::string UPat::to_string() const {
+  std::string s;
+  if (value) {
+    std::ostringstream os;
+    os << *value;
+    s = os.str();
+  } else if (ops.empty()) {
+    s = name.empty() ? "_" : name;
+  } else {
+    if (ops.size() > 1) s += "{";
+    for (size_t i = 0; i < std::min<size_t>(ops.size(), 4); i++)
+      s += (i ? "|" : "") + std::string(mg::name(ops[i]));
+    if (ops.size() > 4) s += "|... " + std::to_string(ops.size()) + " ops";
+    if (ops.size() > 1) s += "}";
+    if (ops == std::vector<Ops>{Ops::CONST} && !name.empty()) s = name; // a named constant: c1
+  }
+  if (src) {
+    s += "(";
+    for (size_t i = 0; i < src->size(); i++)
+      s += (i ? ", " : "") + (*src)[i].to_string();
+    s += ")";
+  }
+  if (pred) s += "?";
+  return s;
 }
 
 void PatternMatcher::index() {
@@ -116,18 +169,25 @@ void PatternMatcher::index() {
 }
 
 PatternMatcher PatternMatcher::operator+(const PatternMatcher& other) const {
-  auto r = rules_;
-  r.insert(r.end(), other.rules_.begin(), other.rules_.end());
-  return PatternMatcher(std::move(r));
+  PatternMatcher r = *this;
+  r.rules_.insert(r.rules_.end(), other.rules_.begin(), other.rules_.end());
+  r.where_.insert(r.where_.end(), other.where_.begin(), other.where_.end());
+  for (size_t f : other.first_)
+    r.first_.push_back(f + rules_.size());
+  r.index();
+  return r;
 }
 
-UOpRef PatternMatcher::rewrite(const UOpRef& u, void* ctx) const {
+UOpRef PatternMatcher::rewrite(const UOpRef& u, void* ctx, size_t* fired) const {
   for (size_t i : by_op_[static_cast<size_t>(u->op)]) {
     Match m;
     m.ctx = ctx;
     m.vars.emplace_back("", u);
     if (!upat_match(rules_[i].first, u, m)) continue;
-    if (UOpRef r = rules_[i].second(m); r && r != u) return r;
+    if (UOpRef r = rules_[i].second(m); r && r != u) {
+      if (fired) *fired = i;
+      return r;
+    }
   }
   return nullptr;
 }
@@ -147,6 +207,12 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
     int stage;
     UOpRef pending; // result of one rewrite step, being rewritten in turn
   };
+  RewriteTrace* trace = RewriteTrace::active();
+  int pass = 0;
+  if (trace) {
+    pass = static_cast<int>(trace->passes.size());
+    trace->passes.push_back(pm.table_name());
+  }
   std::vector<Frame> stack{{root, 0, nullptr}};
   while (!stack.empty()) {
     Frame& f = stack.back();
@@ -168,7 +234,9 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
         changed |= ns.back() != s;
       }
       UOpRef x = changed ? f.n->replace_src(std::move(ns)) : f.n;
-      UOpRef y = pm.rewrite(x, ctx);
+      size_t fired = 0;
+      UOpRef y = pm.rewrite(x, ctx, trace ? &fired : nullptr);
+      if (y && trace) trace->steps.push_back({pass, pm.rule_name(fired), x, y});
       if (!y) {
         finish(f.n, x);
         if (x != f.n) finish(x, x);
@@ -186,10 +254,12 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
   return done.at(root.get());
 }
 
-UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs) {
+UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs,
+                  std::source_location where) {
   std::unordered_map<const UOp*, UOpRef> map(subs.begin(), subs.end());
-  PatternMatcher pm{{UPat::any().where([&](const UOp& u) { return map.count(&u) > 0; }),
-                     [&](const Match& m) { return map.at(m.root().get()); }}};
+  PatternMatcher pm({{UPat::any().where([&](const UOp& u) { return map.count(&u) > 0; }),
+                      [&](const Match& m) { return map.at(m.root().get()); }}},
+                    where);
   return graph_rewrite(root, pm);
 }
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,9 @@ struct UPat {
   UPat ne(const UPat& b) const;
   UPat max(const UPat& b) const;
   UPat cast() const;
+  // The pattern as text, for the rule names VIZ shows: "ADD(x, 0)", "{MUL|ADD}(_, c)"; a
+  // trailing "?" marks an extra condition.
+  std::string to_string() const;
 };
 
 UPat operator+(const UPat& a, const UPat& b);
@@ -72,17 +76,48 @@ using RewriteFn = std::function<UOpRef(const Match&)>;
 
 class PatternMatcher {
 public:
-  PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules);
-  PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules);
-  // Rules are tried in table order; the first that returns non-null wins.
-  UOpRef rewrite(const UOpRef& u, void* ctx = nullptr) const;
+  // `where` names the table in rule names: the file and line that built it.
+  PatternMatcher(std::initializer_list<std::pair<UPat, RewriteFn>> rules,
+                 std::source_location where = std::source_location::current());
+  PatternMatcher(std::vector<std::pair<UPat, RewriteFn>> rules,
+                 std::source_location where = std::source_location::current());
+  // Rules are tried in table order; the first that returns non-null wins. `fired` (if given)
+  // receives that rule's index.
+  UOpRef rewrite(const UOpRef& u, void* ctx = nullptr, size_t* fired = nullptr) const;
   PatternMatcher operator+(const PatternMatcher& other) const;
   size_t size() const { return rules_.size(); }
+  // "symbolic.cpp:339 #12 ADD(x, 0)": the table, the rule's place in it, its pattern.
+  std::string rule_name(size_t i) const;
+  std::string table_name() const; // "symbolic.cpp:339"
 
 private:
   void index();
   std::vector<std::pair<UPat, RewriteFn>> rules_;
-  std::vector<std::vector<size_t>> by_op_; // rule indices to try for each op, in table order
+  std::vector<std::source_location> where_; // per rule: the table it came from (tables can be added)
+  std::vector<size_t> first_;               // per rule: the index of its table's first rule
+  std::vector<std::vector<size_t>> by_op_;  // rule indices to try for each op, in table order
+};
+
+// One rule firing inside graph_rewrite: `before` became `after`.
+struct RewriteStep {
+  int pass;         // which graph_rewrite call of the trace (0, 1, ...)
+  std::string rule; // PatternMatcher::rule_name
+  UOpRef before, after;
+};
+// While one is alive, every graph_rewrite on this thread records each rule that fires and the
+// table of each pass (VIZ shows them). Traces nest: the innermost records.
+class RewriteTrace {
+public:
+  RewriteTrace();
+  ~RewriteTrace();
+  RewriteTrace(const RewriteTrace&) = delete;
+  RewriteTrace& operator=(const RewriteTrace&) = delete;
+  std::vector<std::string> passes; // table_name of each graph_rewrite call
+  std::vector<RewriteStep> steps;
+  static RewriteTrace* active();
+
+private:
+  RewriteTrace* outer_;
 };
 
 bool upat_match(const UPat& p, const UOpRef& u, Match& m);
@@ -90,6 +125,8 @@ bool upat_match(const UPat& p, const UOpRef& u, Match& m);
 // Rewrites every node bottom-up, each to a fixed point of `pm`.
 UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx = nullptr);
 // Replaces nodes found in `subs` (by pointer) everywhere below root.
-UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs);
+// `where` names the pass in a RewriteTrace: the caller.
+UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs,
+                  std::source_location where = std::source_location::current());
 
 } // namespace mg

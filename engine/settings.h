@@ -8,6 +8,7 @@ struct Settings {
   int beam = 0;            // BEAM: search width (0: the hand-coded opts)
   double beam_budget = 12; // BEAM_BUDGET: seconds one kernel's search may take
   bool noopt = false;      // NOOPT
+  bool viz = false;        // VIZ: every realize's graphs into one HTML page (engine/viz.h)
   std::string device = "CPU";
   int threads = 1; // MG_THREADS, default: every core
 };

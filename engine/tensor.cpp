@@ -16,6 +16,7 @@
 #include "engine/schedule.h"
 #include "engine/settings.h"
 #include "engine/shapetracker.h"
+#include "engine/viz.h"
 
 namespace mg {
 
@@ -255,6 +256,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   std::vector<KernelRun> runs;
   try {
     items = create_schedule(outs, &views, why ? why : boundary::explicit_realize);
+    if (settings().viz) viz_record(outs, items);
     runs = run_schedule(items);
   } catch (...) {
     // a schedule that failed part way (a kernel on two devices), or kernels that did not run,

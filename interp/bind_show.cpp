@@ -9,6 +9,7 @@
 #include "engine/codegen/search.h"
 #include "engine/device.h"
 #include "engine/realize.h"
+#include "engine/viz.h"
 #include "interp/lua_state.h"
 
 namespace mg::lua {
@@ -202,11 +203,20 @@ int show_render(lua_State* L) {
   return 1;
 }
 
+// show.viz_write(x, title): the VIZ page of x's graphs at every stage, written to a new file
+// (nothing is realized); returns its path.
+int show_viz_write(lua_State* L) {
+  Tensor& x = check_tensor(L, 1);
+  std::string path = viz_write({x.uop}, luaL_optstring(L, 2, "a tensor"));
+  lua_pushlstring(L, path.data(), path.size());
+  return 1;
+}
+
 const Binding kShowFns[] = {
     {"show.render", show_render},         {"show.beam_cache", show_beam_cache},
     {"show.try_opts", show_try_opts},     {"show.typeof", show_typeof},
     {"show.fields", show_fields},         {"show.clock", show_clock},
-    {"show.kernel_log", show_kernel_log},
+    {"show.kernel_log", show_kernel_log}, {"show.viz_write", show_viz_write},
 };
 
 } // namespace

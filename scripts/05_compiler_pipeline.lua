@@ -5,6 +5,7 @@
 --   3. the IR of a small matmul at each stage: AST, loops, folded, linear
 --   4. algebraic rewrites: x * 1 + 0 under NOOPT=1 and by default
 --   5. BEAM search on a 1024x1024 matmul: the time against the hand-coded opts, and the tile it chose
+--   6. VIZ: the same matmul as graphs at every stage, in the browser
 -- At the prompt the same views are :schedule EXPR, :ir EXPR [stage], :src EXPR, :opts EXPR
 -- and :viz EXPR (the graph at every stage, in the browser). Every claim is asserted.
 local lesson = require "lesson"
@@ -217,3 +218,26 @@ local ref = Context({ BEAM = 0 }, function() return M1:matmul(M2):realize() end)
 local diff = (C - ref):abs():max():item()
 print(("largest difference between the two results: %.3g"):format(diff))
 assert(diff < 1e-3, "BEAM changes the loop structure, not the values")
+
+------------------------------------------------------------------------------
+section("6. VIZ: the matmul's graphs at every stage, in the browser")
+
+-- show.viz (:viz at the prompt; VIZ=1 for every realize of a run) writes one HTML page: the
+-- tensor graph, the schedule, then each kernel's ast, opts, lowered, simplified (with each
+-- rewrite rule that fired) and linear graphs. Step with the arrow keys. Colours: orange reduces,
+-- green loads/stores/indexing, purple loops (RANGE), white elementwise math.
+local path = Context({ NOOPT = 1 }, function() return show.viz(A:matmul(B), "4x4 matmul, NOOPT=1") end)
+local f = assert(io.open(path))
+local page = f:read("a")
+f:close()
+local found = {}
+for _, kind in ipairs({ "REDUCE_AXIS", "REDUCE", "RANGE", "MUL", "LOAD", "STORE" }) do
+  local n = count(page, ">" .. kind .. " [%w]+</text>")
+  found[#found + 1] = ("%s %d"):format(kind, n)
+  assert(n > 0, "the page has no " .. kind .. " node")
+end
+print("nodes on the page: " .. table.concat(found, ", "))
+local rules = count(page, "<td>#%d+ [^<]*</td>")
+print(("rewrite steps listed with the rule that fired: %d (e.g. MUL(x, 1), ADD(x, 0) folding the index math)"):format(rules))
+assert(rules > 0, "the page names the rules that fired")
+print("open it to step through the stages yourself")

@@ -48,6 +48,8 @@ function M.translate(line)
     return ("show.src(%s)"):format(expr())
   elseif cmd == "schedule" or cmd == "kernels" or cmd == "opts" then
     return ("show.%s(%s)"):format(cmd, expr())
+  elseif cmd == "viz" then
+    return ("show.viz(%s, %q)"):format(expr(), rest)
   elseif cmd == "ir" then
     local e, stage = expr():match("^(.-)%s+([%a_]+)$")
     if stage and is_stage(stage) then return ("show.ir(%s, %q)"):format(e, stage) end

@@ -68,6 +68,15 @@ function show.schedule(x)
   return items
 end
 
+-- The graph of x at every stage (tensor graph, schedule, each kernel's AST, opts, lowered,
+-- simplified with the rewrite rules that fired, linear) in one HTML page; prints and returns its
+-- path. Nothing is realized. VIZ=1 does the same for every realize of a run.
+function show.viz(x, title)
+  local path = show.viz_write(need_tensor(x, "viz"), title)
+  print("VIZ: " .. path .. " (open it in a browser)")
+  return path
+end
+
 show.stages = { "graph", "ast", "opts", "lowered", "simplified", "linear" }
 local stage_help = table.concat(show.stages, ", ")
 

@@ -140,3 +140,40 @@ TEST_CASE("substitute replaces nodes by pointer everywhere", "[pattern]") {
   // substituting nothing returns the same graph
   CHECK(substitute(e, {}) == e);
 }
+
+TEST_CASE("a RewriteTrace records each rule that fires, by name, with the nodes it changed",
+          "[pattern][viz]") {
+  auto r = range(8);
+  auto e = (r * 1) + 0; // two identities
+  PatternMatcher mul1{{UPat::var("x") * 1, [](const Match& m) { return m["x"]; }}};
+  PatternMatcher add0{{UPat::var("x") + 0, [](const Match& m) { return m["x"]; }}};
+  PatternMatcher both = mul1 + add0;
+  std::vector<RewriteStep> steps;
+  std::vector<std::string> passes;
+  {
+    RewriteTrace tr;
+    CHECK(graph_rewrite(e, both) == r);
+    {
+      RewriteTrace inner; // nested: the inner one records, the outer sees nothing of it
+      CHECK(graph_rewrite(r + 0, add0) == r);
+      CHECK(inner.steps.size() == 1);
+    }
+    steps = tr.steps;
+    passes = tr.passes;
+  }
+  CHECK(graph_rewrite(e, both) == r); // no trace alive: nothing recorded, nothing breaks
+  REQUIRE(passes.size() == 1);
+  // the table is named after where each part was built: two lines of this file, joined
+  CHECK(passes[0].find("test_pattern.cpp:") == 0);
+  CHECK(passes[0].find('+') != std::string::npos);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].rule.find("#0 MUL(x, 1)") != std::string::npos);
+  CHECK(steps[0].before == r * 1);
+  CHECK(steps[0].after == r);
+  CHECK(steps[1].rule.find("#0 ADD(x, 0)") != std::string::npos); // #0 of its own table
+  CHECK(steps[1].before == r + 0);
+  CHECK(steps[1].after == r);
+  CHECK(both.rule_name(1).find("#0 ADD(x, 0)") != std::string::npos);
+  CHECK((UPat::var("x") * UPat::cvar("c")).where([](const UOp&) { return true; }).to_string() ==
+        "MUL(x, c)?");
+}

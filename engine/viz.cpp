@@ -1,0 +1,449 @@
+#include "engine/viz.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "engine/codegen/lowerer.h"
+#include "engine/device.h"
+#include "engine/pattern.h"
+
+namespace mg {
+namespace {
+
+std::string html_escape(const std::string& s) {
+  std::string r;
+  for (char c : s)
+    switch (c) {
+    case '&':
+      r += "&amp;";
+      break;
+    case '<':
+      r += "&lt;";
+      break;
+    case '>':
+      r += "&gt;";
+      break;
+    case '"':
+      r += "&quot;";
+      break;
+    default:
+      r += c;
+    }
+  return r;
+}
+
+std::string dot_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c == '\n' ? ' ' : c;
+  }
+  return r;
+}
+
+std::string shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+// The fill colour says what kind of op a node is.
+const char* color(Ops op) {
+  switch (op) {
+  case Ops::REDUCE_AXIS:
+  case Ops::REDUCE:
+  case Ops::DEFINE_ACC:
+    return "#ffd59e";
+  case Ops::LOAD:
+  case Ops::STORE:
+  case Ops::INDEX:
+    return "#c8e6c9";
+  case Ops::BUFFER:
+  case Ops::DEFINE_GLOBAL:
+  case Ops::DEFINE_LOCAL:
+    return "#b3e5fc";
+  case Ops::RANGE:
+  case Ops::ENDRANGE:
+  case Ops::SPECIAL:
+    return "#e1bee7";
+  case Ops::CONST:
+    return "#fff9c4";
+  case Ops::SINK:
+    return "#dddddd";
+  default:
+    return is_movement(op) || op == Ops::VIEW ? "#eeeeee" : "#ffffff";
+  }
+}
+
+// One node's label: the op, its dtype, and its argument (shortened; the whole one is the tooltip).
+std::string label(const UOp* u, std::string* full_arg) {
+  std::string a = u->arg_string();
+  if (u->op == Ops::RESHAPE || u->op == Ops::EXPAND) a = shape_str(u->shape);
+  if (u->op == Ops::BUFFER || u->op == Ops::REDUCE_AXIS) a = shape_str(u->shape) + (a.empty() ? "" : " " + a);
+  *full_arg = a;
+  std::string l = std::string(name(u->op)) + " " + name(u->dtype);
+  if (!a.empty()) l += "\\n" + dot_escape(shorten(a, 40));
+  return l;
+}
+
+struct Graph {
+  std::string dot;
+  size_t nodes = 0;
+};
+
+// The nodes of `roots` as DOT statements, sources above their users; `prefix` keeps the ids of
+// one cluster apart from another's (kernels share nodes such as DEFINE_GLOBAL 0).
+void add_nodes(std::ostringstream& os, const std::vector<UOpRef>& roots, const std::string& prefix,
+               size_t& count) {
+  std::unordered_map<const UOp*, size_t> id;
+  for (auto& r : roots)
+    for (const UOp* u : toposort(r.get())) {
+      if (id.count(u)) continue;
+      size_t i = id.size();
+      id[u] = i;
+      std::string arg;
+      std::string l = label(u, &arg);
+      os << "  " << prefix << i << " [label=\"" << l << "\", fillcolor=\"" << color(u->op) << "\", tooltip=\""
+         << dot_escape(shorten(arg, 400)) << "\"];\n";
+      for (auto& s : u->src)
+        os << "  " << prefix << id.at(s.get()) << " -> " << prefix << i << ";\n";
+    }
+  count += id.size();
+}
+
+const char* kDotHead = "digraph G {\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", "
+                       "fontsize=10, height=0.3];\n  edge [arrowsize=0.6, color=\"#555555\"];\n";
+
+Graph graph_of(const std::vector<UOpRef>& roots) {
+  std::ostringstream os;
+  Graph g;
+  os << kDotHead;
+  add_nodes(os, roots, "n", g.nodes);
+  os << "}\n";
+  g.dot = os.str();
+  return g;
+}
+
+Graph schedule_graph(const std::vector<ScheduleItem>& items) {
+  std::ostringstream os;
+  Graph g;
+  os << kDotHead;
+  for (size_t k = 0; k < items.size(); k++) {
+    os << " subgraph cluster_" << k << " {\n  label=\"kernel " << k + 1
+       << ": why a kernel: " << dot_escape(items[k].reason)
+       << "\"; style=\"rounded\"; color=\"#888888\"; fontname=\"Helvetica\";\n";
+    add_nodes(os, {items[k].ast}, "k" + std::to_string(k) + "_", g.nodes);
+    os << " }\n";
+  }
+  os << "}\n";
+  g.dot = os.str();
+  return g;
+}
+
+// The linear program keeps its order: one rank per line, data edges beside.
+Graph linear_graph(const std::vector<UOpRef>& linear) {
+  std::ostringstream os;
+  Graph g;
+  os << kDotHead;
+  std::unordered_map<const UOp*, size_t> at;
+  for (size_t i = 0; i < linear.size(); i++) {
+    const UOp* u = linear[i].get();
+    at[u] = i;
+    std::string arg;
+    std::string l = std::to_string(i) + ": " + label(u, &arg);
+    os << "  l" << i << " [label=\"" << l << "\", fillcolor=\"" << color(u->op) << "\"];\n";
+    if (i > 0) os << "  l" << i - 1 << " -> l" << i << " [style=invis, weight=100];\n";
+    for (auto& s : u->src)
+      if (auto it = at.find(s.get()); it != at.end())
+        os << "  l" << it->second << " -> l" << i << " [constraint=false, color=\"#5577aa\"];\n";
+  }
+  g.nodes = linear.size();
+  os << "}\n";
+  g.dot = os.str();
+  return g;
+}
+
+std::string run_dot(const std::string& dot) {
+  namespace fs = std::filesystem;
+  std::string in = (fs::temp_directory_path() / ("mg-viz-" + std::to_string(getpid()) + ".dot")).string();
+  std::ofstream(in) << dot;
+  std::string cmd = "dot -Tsvg '" + in + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("VIZ: cannot run Graphviz's dot");
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
+  int rc = pclose(p);
+  fs::remove(in);
+  if (rc != 0)
+    throw std::runtime_error(
+        rc == 127 * 256 || out.find("not found") != std::string::npos
+            ? "VIZ needs Graphviz's dot to lay out the graphs (Debian: apt install graphviz)"
+            : "VIZ: Graphviz's dot failed: " + shorten(out, 300));
+  size_t svg = out.find("<svg");
+  return svg == std::string::npos ? out : out.substr(svg);
+}
+
+// A short one-line form of a node and what is below it, for the rewrite list.
+std::string expr(const UOp* u, int depth) {
+  std::string s = name(u->op);
+  if (u->op == Ops::CONST || u->op == Ops::RANGE || u->op == Ops::SPECIAL || u->op == Ops::DEFINE_GLOBAL)
+    s += " " + shorten(u->arg_string(), 16);
+  if (u->src.empty() || u->op == Ops::VIEW) return s;
+  if (depth == 0) return s + "(...)";
+  s += "(";
+  for (size_t i = 0; i < u->src.size(); i++)
+    s += (i ? ", " : "") + expr(u->src[i].get(), depth - 1);
+  return s + ")";
+}
+
+struct Stage {
+  std::string group, title, notes; // notes: HTML
+  Graph graph;
+  std::string text; // shown when the graph is too large to lay out
+};
+
+// A rule's name without its table's location when the pass column already shows it.
+std::string rule_in(const std::string& rule, const std::string& table) {
+  return rule.rfind(table + " ", 0) == 0 ? rule.substr(table.size() + 1) : rule;
+}
+
+std::string steps_html(const RewriteTrace& tr) {
+  if (tr.steps.empty()) return "";
+  std::map<int, int> per_pass;
+  for (auto& s : tr.steps)
+    per_pass[s.pass]++;
+  std::ostringstream os;
+  os << "<details open><summary>" << tr.steps.size() << " rewrite steps on the way, in " << per_pass.size()
+     << " passes</summary><table class=\"steps\"><tr><th>#</th><th>pass (table)</th>"
+     << "<th>rule that fired</th><th>before</th><th>after</th></tr>\n";
+  size_t shown = std::min<size_t>(tr.steps.size(), 400);
+  for (size_t i = 0; i < shown; i++) {
+    auto& s = tr.steps[i];
+    os << "<tr><td>" << i + 1 << "</td><td>" << s.pass << ": " << html_escape(tr.passes[s.pass])
+       << "</td><td>" << html_escape(rule_in(s.rule, tr.passes[s.pass])) << "</td><td>"
+       << html_escape(shorten(expr(s.before.get(), 2), 120)) << "</td><td>"
+       << html_escape(shorten(expr(s.after.get(), 2), 120)) << "</td></tr>\n";
+  }
+  os << "</table>";
+  if (shown < tr.steps.size()) os << "<p>... and " << tr.steps.size() - shown << " more</p>";
+  os << "</details>";
+  return os.str();
+}
+
+std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,
+                              const std::string& group, const std::string& schedule_notes) {
+  std::vector<Stage> st;
+  std::string outs_text;
+  for (auto& o : outs)
+    outs_text += print_tree(o);
+  st.push_back({group, "tensor graph", "the lazy graph the tensors hold, before scheduling", graph_of(outs),
+                outs_text});
+  std::string reasons = "<ol>";
+  std::string sched_text;
+  for (auto& it : items) {
+    reasons += "<li>why a kernel: " + html_escape(it.reason) + "</li>";
+    sched_text += it.to_string();
+  }
+  reasons += "</ol>";
+  st.push_back(
+      {group, "schedule (" + std::to_string(items.size()) + " kernels)",
+       "each box is a kernel; its label says why it is a kernel of its own" + reasons + schedule_notes,
+       schedule_graph(items), sched_text});
+  for (size_t k = 0; k < items.size(); k++) {
+    const ScheduleItem& item = items[k];
+    RewriteTrace tr;
+    LoweredKernel lk = lower_kernel(item.ast, nullptr, get_device(item.bufs.at(0)->device).target());
+    std::string kg = group + " / kernel " + std::to_string(k + 1) + " " + lk.name;
+    std::string opts = "dims merged to " + shape_str(lk.full_shape) + "; opts:";
+    for (auto& o : lk.opts)
+      opts += " " + o.to_string();
+    if (lk.opts.empty()) opts += " none";
+    std::string linear_text;
+    for (size_t i = 0; i < lk.linear.size(); i++)
+      linear_text +=
+          std::to_string(i) + " " + name(lk.linear[i]->op) + " " + lk.linear[i]->arg_string() + "\n";
+    st.push_back({kg, "ast", "the kernel as the scheduler made it; why a kernel: " + html_escape(item.reason),
+                  graph_of({item.ast}), print_tree(item.ast)});
+    st.push_back({kg, "opts", html_escape(opts), graph_of({lk.ast}), print_tree(lk.ast)});
+    st.push_back({kg, "lowered", "loops (RANGE) or launch indices (SPECIAL), views turned into index math",
+                  graph_of({lk.lowered}), print_tree(lk.lowered)});
+    st.push_back({kg, "simplified",
+                  "after the symbolic rules: constants folded, index math simplified" + steps_html(tr),
+                  graph_of({lk.simplified}), print_tree(lk.simplified)});
+    st.push_back({kg, "linear", "the program in order, as the renderer reads it", linear_graph(lk.linear),
+                  linear_text});
+  }
+  return st;
+}
+
+std::string stage_html(const Stage& s, size_t index) {
+  std::ostringstream os;
+  bool lay_out = s.graph.nodes <= kVizMaxNodes;
+  os << "<section class=\"stage\" data-index=\"" << index << "\" data-group=\"" << html_escape(s.group)
+     << "\" data-title=\"" << html_escape(s.title) << "\" data-nodes=\"" << (lay_out ? s.graph.nodes : 0)
+     << "\">\n<h2>" << html_escape(s.group) << ": " << html_escape(s.title) << " <small>(" << s.graph.nodes
+     << " nodes)</small></h2>\n<div class=\"notes\">" << s.notes << "</div>\n";
+  if (lay_out)
+    os << "<div class=\"graph\">" << run_dot(s.graph.dot) << "</div>\n";
+  else
+    os << "<p>" << s.graph.nodes << " nodes: too many to lay out (more than " << kVizMaxNodes
+       << "); the IR as text:</p>\n";
+  os << "<details" << (lay_out ? "" : " open") << "><summary>as text</summary><pre>" << html_escape(s.text)
+     << "</pre></details>\n</section>\n";
+  return os.str();
+}
+
+const char* kPageHead = R"(<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>moongrad VIZ: %TITLE%</title>
+<script>window.mgErrors = []; window.addEventListener("error", function (e) { window.mgErrors.push(String(e.message)); });</script>
+<style>
+body { font-family: Helvetica, Arial, sans-serif; margin: 0; display: flex; height: 100vh; }
+nav { width: 280px; overflow-y: auto; border-right: 1px solid #ccc; padding: 8px; font-size: 13px; flex: none; }
+nav .group { font-weight: bold; margin-top: 8px; }
+nav a { display: block; padding: 2px 8px; color: #222; text-decoration: none; cursor: pointer; }
+nav a.current { background: #1e88e5; color: white; border-radius: 3px; }
+main { flex: 1; overflow: auto; padding: 8px 16px; }
+.bar button { font-size: 14px; margin-right: 6px; }
+.stage { display: none; } .stage.current { display: block; }
+.graph svg { max-width: 100%; height: auto; }
+pre { background: #f6f6f6; padding: 6px; font-size: 12px; }
+table.steps { border-collapse: collapse; font-size: 12px; } table.steps td, table.steps th { border: 1px solid #ddd; padding: 2px 6px; font-family: monospace; }
+#selftest { color: #666; font-size: 11px; }
+</style></head><body>
+<nav id="nav"><div><b>moongrad VIZ</b><br>%TITLE%</div></nav>
+<main><div class="bar"><button id="prev">&larr; previous stage</button><button id="next">next stage &rarr;</button>
+<span id="where"></span> (arrow keys step too)</div>
+)";
+
+const char* kPageTail = R"(<pre id="selftest"></pre>
+</main>
+<script>
+(function () {
+  var stages = Array.prototype.slice.call(document.querySelectorAll("section.stage"));
+  var nav = document.getElementById("nav"), links = [], cur = 0, group = null;
+  stages.forEach(function (s, i) {
+    if (s.dataset.group !== group) {
+      group = s.dataset.group;
+      var g = document.createElement("div"); g.className = "group"; g.textContent = group; nav.appendChild(g);
+    }
+    var a = document.createElement("a"); a.textContent = s.dataset.title;
+    a.onclick = function () { show(i); }; nav.appendChild(a); links.push(a);
+  });
+  function show(i) {
+    if (i < 0 || i >= stages.length) return;
+    stages[cur].classList.remove("current"); links[cur].classList.remove("current");
+    cur = i;
+    stages[cur].classList.add("current"); links[cur].classList.add("current");
+    document.getElementById("where").textContent = "stage " + (cur + 1) + " of " + stages.length;
+  }
+  document.getElementById("prev").onclick = function () { show(cur - 1); };
+  document.getElementById("next").onclick = function () { show(cur + 1); };
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "ArrowRight") show(cur + 1);
+    if (e.key === "ArrowLeft") show(cur - 1);
+  });
+  // #stage=N opens stage N (from 1), for links and screenshots
+  var want = Number((location.hash.match(/stage=(\d+)/) || [0, 1])[1]) - 1;
+  if (stages.length) { stages[0].classList.add("current"); links[0].classList.add("current"); show(want); }
+  // self-check: every laid-out graph has as many nodes as the engine counted
+  var lines = [], bad = 0;
+  stages.forEach(function (s, i) {
+    var n = s.querySelectorAll("svg g.node").length, want = Number(s.dataset.nodes);
+    if (n !== want) bad++;
+    lines.push("stage " + i + " [" + s.dataset.group + ": " + s.dataset.title + "] " + n + " svg nodes, expected " + want +
+      (n === want ? " ok" : " MISMATCH"));
+  });
+  window.mgErrors.forEach(function (m) { lines.push("script error: " + m); });
+  lines.push("selftest: " + stages.length + " stages, " + bad + " mismatches, " + window.mgErrors.length + " script errors");
+  document.getElementById("selftest").textContent = lines.join("\n");
+})();
+</script>
+</body></html>
+)";
+
+std::string page(const std::string& title, const std::string& body) {
+  std::string head = kPageHead;
+  std::string t = html_escape(title);
+  for (size_t at; (at = head.find("%TITLE%")) != std::string::npos;)
+    head.replace(at, 7, t);
+  return head + body + kPageTail;
+}
+
+// Written beside, then renamed: a reader never sees half a page.
+void write_file(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    if (!f.flush()) throw std::runtime_error("VIZ: cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string render_stages(const std::vector<Stage>& st, size_t& index) {
+  std::string body;
+  for (auto& s : st)
+    body += stage_html(s, index++);
+  return body;
+}
+
+} // namespace
+
+std::string viz_page(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,
+                     const std::string& title) {
+  size_t index = 0;
+  return page(title, render_stages(stages_for(outs, items, "graph", ""), index));
+}
+
+std::string viz_write(const std::vector<UOpRef>& outs, const std::string& title) {
+  static int n = 0;
+  std::vector<ScheduleItem> items;
+  std::string notes;
+  {
+    RewriteTrace tr; // the scheduler's own rewrites (realized nodes to buffers, split reduces)
+    items = preview_schedule(outs);
+    notes = steps_html(tr);
+  }
+  size_t index = 0;
+  std::string body = render_stages(stages_for(outs, items, "graph", notes), index);
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("moongrad-viz-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".html"))
+                         .string();
+  write_file(path, page(title, body));
+  return path;
+}
+
+void viz_record(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items) {
+  static std::string body, path;
+  static size_t index = 0;
+  static int realizes = 0;
+  static bool failed = false;
+  if (failed || items.empty()) return;
+  if (realizes == kVizMaxRealizes) {
+    std::printf("VIZ: %d realizes recorded in %s; later ones are not\n", realizes, path.c_str());
+    realizes++;
+    return;
+  }
+  if (realizes > kVizMaxRealizes) return;
+  try {
+    body += render_stages(stages_for(outs, items, "realize " + std::to_string(++realizes), ""), index);
+    bool first = path.empty();
+    if (first)
+      path = (std::filesystem::temp_directory_path() / ("moongrad-viz-" + std::to_string(getpid()) + ".html"))
+                 .string();
+    write_file(path, page("every realize of process " + std::to_string(getpid()), body));
+    if (first)
+      std::printf("VIZ: the graphs of each realize are in %s (open it in a browser)\n", path.c_str());
+  } catch (const std::exception& e) {
+    failed = true;
+    std::fprintf(stderr, "VIZ: %s; VIZ is off for the rest of this run\n", e.what());
+  }
+}
+
+} // namespace mg
