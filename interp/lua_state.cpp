@@ -359,6 +359,7 @@ void open_globals(lua_State* L) {
   lua_pop(L, 1);
   lua_newtable(L);
   set_bindings(L, -1, kDeviceFns);
+  open_lua_devices(L, -1);
   set_accessors(L, kDeviceIndex, kDeviceNewindex);
   lua_setglobal(L, "Device");
   lua_getglobal(L, "show");
@@ -486,6 +487,7 @@ LuaState::LuaState() : L_(luaL_newstate()) {
 
 LuaState::~LuaState() {
   set_alloc_hook(nullptr);
+  close_lua_devices();
   lua_close(L_);
 }
 

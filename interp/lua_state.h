@@ -67,6 +67,10 @@ void push_schedule(lua_State* L, std::vector<ScheduleItem> items); // a Lua list
 ShapeTracker tensor_st(const Tensor& t);
 void open_uop(lua_State* L); // sets global ShapeTracker
 
+// ---- devices written in Lua: Device.register, Device.bytes, Device.load_kernel (bind_device.cpp)
+void open_lua_devices(lua_State* L, int device_table);
+void close_lua_devices(); // before lua_close: the devices stop calling into Lua
+
 // ---- the `show` table's C functions (bind_show.cpp)
 void open_show(lua_State* L);
 
