@@ -229,6 +229,17 @@ static std::vector<Opt> beam_opts(const ScheduleItem& item, int width) {
   return r.opts;
 }
 
+std::optional<std::vector<Opt>> run_opts(const ScheduleItem& item) {
+  int beam = settings().noopt ? 0 : settings().beam;
+  if (beam > 0) return beam_opts(item, beam);
+  return std::nullopt;
+}
+
+void drop_compiled(const std::string& device) {
+  std::erase_if(cache(),
+                [&](const auto& kv) { return kv.first == device || kv.first.rfind(device + "/", 0) == 0; });
+}
+
 static Compiled& compiled_for(const ScheduleItem& item) {
   const std::string& dev = item.bufs.at(0)->device;
   int beam = settings().noopt ? 0 : settings().beam;

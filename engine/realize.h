@@ -1,6 +1,7 @@
 // Running a schedule: lower each AST to a program (cached per AST), compile it on its
 // device (cached in memory and on disk), allocate buffers, launch, time.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,13 @@ KernelRun try_opts(const ScheduleItem& item, const std::vector<Opt>& opts, int r
 
 // Lowers, renders and compiles (cached) without running.
 const KernelInfo& kernel_for(const ScheduleItem& item);
+
+// The opts the item's kernel is lowered with under the current settings: BEAM's choice (from its
+// cache, or searched now) when BEAM is on, else nullopt (the hand-coded ones, or none under NOOPT).
+std::optional<std::vector<Opt>> run_opts(const ScheduleItem& item);
+
+// Forgets the kernels compiled for `device` (a Lua device whose functions were replaced).
+void drop_compiled(const std::string& device);
 
 // One kernel as another device would build it, without running it (or needing that device's
 // hardware): lowered for its target, rendered, and what its compiler makes of the source where

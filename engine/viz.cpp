@@ -1,5 +1,6 @@
 #include "engine/viz.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "engine/codegen/lowerer.h"
 #include "engine/device.h"
 #include "engine/pattern.h"
+#include "engine/realize.h"
 
 namespace mg {
 namespace {
@@ -166,11 +168,39 @@ Graph linear_graph(const std::vector<UOpRef>& linear) {
   return g;
 }
 
+// A fresh file in the temp directory, made with O_EXCL (no one else's file, no symlink followed),
+// holding `text`; removed with the object.
+struct TempFile {
+  std::string path;
+  TempFile(const std::string& stem, const std::string& text) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / (stem + "XXXXXX")).string();
+    int fd = mkstemp(tmpl.data());
+    if (fd < 0) throw std::runtime_error("VIZ: cannot make a file in " + tmpl);
+    path = tmpl;
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ok &= ::close(fd) == 0;
+    if (!ok) throw std::runtime_error("VIZ: cannot write " + path);
+  }
+  ~TempFile() {
+    std::error_code ec; // renamed away already, or gone: nothing to do
+    std::filesystem::remove(path, ec);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s)
+    r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// Graphviz's layout as SVG: `dot` in a subprocess, stopped after a minute (a graph that big is
+// shown as text before it gets here, so this is a guard against a stuck process).
 std::string run_dot(const std::string& dot) {
-  namespace fs = std::filesystem;
-  std::string in = (fs::temp_directory_path() / ("mg-viz-" + std::to_string(getpid()) + ".dot")).string();
-  std::ofstream(in) << dot;
-  std::string cmd = "dot -Tsvg '" + in + "' 2>&1";
+  TempFile in("mg-viz-", dot), err("mg-viz-err-", "");
+  std::string cmd = "timeout 60 dot -Tsvg " + shell_quote(in.path) + " 2>" + shell_quote(err.path);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw std::runtime_error("VIZ: cannot run Graphviz's dot");
   std::string out;
@@ -179,14 +209,19 @@ std::string run_dot(const std::string& dot) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0)
     out.append(buf, n);
   int rc = pclose(p);
-  fs::remove(in);
-  if (rc != 0)
-    throw std::runtime_error(
-        rc == 127 * 256 || out.find("not found") != std::string::npos
-            ? "VIZ needs Graphviz's dot to lay out the graphs (Debian: apt install graphviz)"
-            : "VIZ: Graphviz's dot failed: " + shorten(out, 300));
+  if (rc != 0) {
+    std::ifstream e(err.path);
+    std::string msg((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)
+      throw std::runtime_error(
+          "VIZ needs Graphviz's dot to lay out the graphs (Debian: apt install graphviz)");
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 124)
+      throw std::runtime_error("VIZ: Graphviz's dot took over a minute");
+    throw std::runtime_error("VIZ: Graphviz's dot failed: " + shorten(msg, 300));
+  }
   size_t svg = out.find("<svg");
-  return svg == std::string::npos ? out : out.substr(svg);
+  if (svg == std::string::npos) throw std::runtime_error("VIZ: Graphviz's dot wrote no SVG");
+  return out.substr(svg);
 }
 
 // A short one-line form of a node and what is below it, for the rewrite list.
@@ -257,10 +292,14 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
        schedule_graph(items), sched_text});
   for (size_t k = 0; k < items.size(); k++) {
     const ScheduleItem& item = items[k];
+    // what the realize runs: BEAM's opts when it is on (found before the trace: a search lowers
+    // many candidates)
+    std::optional<std::vector<Opt>> chosen = run_opts(item);
     RewriteTrace tr;
-    LoweredKernel lk = lower_kernel(item.ast, nullptr, get_device(item.bufs.at(0)->device).target());
+    LoweredKernel lk =
+        lower_kernel(item.ast, chosen ? &*chosen : nullptr, get_device(item.bufs.at(0)->device).target());
     std::string kg = group + " / kernel " + std::to_string(k + 1) + " " + lk.name;
-    std::string opts = "dims merged to " + shape_str(lk.full_shape) + "; opts:";
+    std::string opts = "dims merged to " + shape_str(lk.full_shape) + (chosen ? "; BEAM's opts:" : "; opts:");
     for (auto& o : lk.opts)
       opts += " " + o.to_string();
     if (lk.opts.empty()) opts += " none";
@@ -370,20 +409,15 @@ const char* kPageTail = R"(<pre id="selftest"></pre>
 std::string page(const std::string& title, const std::string& body) {
   std::string head = kPageHead;
   std::string t = html_escape(title);
-  for (size_t at; (at = head.find("%TITLE%")) != std::string::npos;)
+  for (size_t at = 0; (at = head.find("%TITLE%", at)) != std::string::npos; at += t.size())
     head.replace(at, 7, t);
   return head + body + kPageTail;
 }
 
-// Written beside, then renamed: a reader never sees half a page.
+// Written to a fresh file, then renamed over the page: a reader never sees half a page.
 void write_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    if (!f.flush()) throw std::runtime_error("VIZ: cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  TempFile tmp(std::filesystem::path(path).filename().string() + ".", text);
+  std::filesystem::rename(tmp.path, path);
 }
 
 std::string render_stages(const std::vector<Stage>& st, size_t& index) {

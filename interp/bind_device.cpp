@@ -16,6 +16,7 @@
 
 #include "backends/cpu/c_renderer.h"
 #include "engine/device.h"
+#include "engine/realize.h"
 #include "interp/lua_state.h"
 
 namespace mg::lua {
@@ -92,7 +93,7 @@ int bytes_len(lua_State* L) {
 }
 int bytes_tostring(lua_State* L) {
   BytesHeader* h = check_bytes(L, 1);
-  lua_pushfstring(L, "ByteBuffer(%d bytes at %p)", static_cast<int>(h->size),
+  lua_pushfstring(L, "ByteBuffer(%I bytes at %p)", static_cast<lua_Integer>(h->size),
                   static_cast<void*>(bytes_data(h)));
   return 1;
 }
@@ -185,45 +186,46 @@ public:
   int compile_count() const override { return compiles_; }
 
   void* alloc(size_t bytes) override {
+    Stack st(T_);
     push_fn("alloc");
     lua_pushinteger(T_, static_cast<lua_Integer>(bytes));
     call("alloc", 1, 1);
     BytesHeader* h = test_bytes(T_, -1);
-    if (!h || h->size < bytes) {
-      lua_settop(T_, 0);
+    if (!h || h->size < bytes)
       throw std::runtime_error(name_ +
                                ".alloc must return Device.bytes(n) with n >= " + std::to_string(bytes));
-    }
     void* p = bytes_data(h);
+    if (refs_.count(p)) throw std::runtime_error(name_ + ".alloc returned a buffer that is still in use");
     refs_[p] = luaL_ref(T_, LUA_REGISTRYINDEX);
     return p;
   }
+  // The engine keeps dropped buffers for reuse (its free list) and seldom frees one; when it does,
+  // the collector may take the bytes.
   void free(void* p, size_t) override {
     auto it = refs_.find(p);
     if (closed_ || it == refs_.end()) return;
-    luaL_unref(T_, LUA_REGISTRYINDEX, it->second); // the collector takes the bytes
+    luaL_unref(T_, LUA_REGISTRYINDEX, it->second);
     refs_.erase(it);
   }
   void copyin(void* dst, const void* src, size_t bytes) override {
+    Stack st(T_);
     push_fn("copyin");
     push_buffer(dst);
     lua_pushlstring(T_, static_cast<const char*>(src), bytes);
     call("copyin", 2, 0);
   }
   void copyout(void* dst, const void* src, size_t bytes) override {
+    Stack st(T_);
     push_fn("copyout");
     push_buffer(const_cast<void*>(src));
     lua_pushinteger(T_, static_cast<lua_Integer>(bytes));
     call("copyout", 2, 1);
     size_t len = 0;
     const char* s = lua_type(T_, -1) == LUA_TSTRING ? lua_tolstring(T_, -1, &len) : nullptr;
-    if (!s || len < bytes) {
-      lua_settop(T_, 0);
+    if (!s || len < bytes)
       throw std::runtime_error(name_ + ".copyout must return a string of " + std::to_string(bytes) +
                                " bytes");
-    }
     std::memcpy(dst, s, bytes);
-    lua_settop(T_, 0);
   }
   std::string render(const std::string& fn, const std::vector<UOpRef>& linear, bool) override {
     return render_c(fn, linear, true); // always split: the runner calls it once per index
@@ -232,6 +234,7 @@ public:
 
   // Runs spec.run(program, bufs, launch).
   void run(int program_ref, void** bufs, size_t n, const Launch& launch) {
+    Stack st(T_);
     push_fn("run");
     lua_rawgeti(T_, LUA_REGISTRYINDEX, program_ref);
     lua_createtable(T_, static_cast<int>(n), 0);
@@ -256,16 +259,22 @@ private:
     if (std::this_thread::get_id() != owner_)
       throw std::runtime_error("device " + name_ + " is written in Lua and runs on the Lua thread only");
   }
+  // Each operation leaves the callback thread's stack as it found it: a callback that reaches
+  // this device again (printing a tensor on it) must not lose the outer call's values.
+  struct Stack {
+    lua_State* T;
+    int top;
+    explicit Stack(lua_State* t) : T(t), top(lua_gettop(t)) {}
+    ~Stack() { lua_settop(T, top); }
+  };
   void push_fn(const char* f) {
     live();
-    lua_settop(T_, 0);
+    luaL_checkstack(T_, 8, "Lua device");
     lua_rawgeti(T_, LUA_REGISTRYINDEX, spec_ref_);
-    lua_getfield(T_, -1, f);
+    lua_pushstring(T_, f);
+    lua_rawget(T_, -2); // no metamethods: nothing runs outside a pcall
     lua_remove(T_, -2);
-    if (!lua_isfunction(T_, -1)) {
-      lua_settop(T_, 0);
-      throw std::runtime_error("device " + name_ + " has no function " + f);
-    }
+    if (!lua_isfunction(T_, -1)) throw std::runtime_error("device " + name_ + " has no function " + f);
   }
   void push_buffer(void* p) {
     auto it = refs_.find(p);
@@ -276,7 +285,6 @@ private:
   void call(const char* f, int nargs, int nres) {
     if (lua_pcall(T_, nargs, nres, 0) != LUA_OK) {
       std::string e = lua_tostring(T_, -1) ? lua_tostring(T_, -1) : "(an error that is not a string)";
-      lua_settop(T_, 0);
       throw std::runtime_error(name_ + "." + f + ": " + e);
     }
   }
@@ -303,6 +311,7 @@ private:
 };
 
 std::unique_ptr<Program> LuaDevice::compile(const std::string& fn, const std::string& src) {
+  Stack st(T_);
   push_fn("compile");
   lua_pushlstring(T_, fn.data(), fn.size());
   lua_pushlstring(T_, src.data(), src.size());
@@ -312,7 +321,8 @@ std::unique_ptr<Program> LuaDevice::compile(const std::string& fn, const std::st
 }
 
 // Device.register(name, {alloc=, copyin=, copyout=, compile=, run=}): a device whose every
-// operation is a Lua function. Registering a Lua device's name again replaces its functions.
+// operation is a Lua function. Registering a Lua device's name again replaces its functions and
+// forgets the kernels compiled by the old ones (buffers already allocated stay).
 int device_register(lua_State* L) {
   std::string name = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -328,6 +338,7 @@ int device_register(lua_State* L) {
   for (LuaDevice* d : lua_devices())
     if (d->name() == name) {
       d->set_spec(L, 2);
+      drop_compiled(name);
       return 0;
     }
   for (auto& n : device_names())

@@ -29,7 +29,8 @@ local function build(dir, fn, src, stats)
 end
 
 -- A device table for Device.register, and the statistics it keeps ({allocs, bytes, compiled,
--- calls, kernels}). `dir` holds the sources and shared objects.
+-- calls, runs, last = the last run's {program, bufs, n}}). `dir` holds the sources and shared
+-- objects.
 function M.new(dir)
   local stats = { allocs = 0, bytes = 0, compiled = 0, calls = 0, runs = 0, last = nil }
   local cache = {} -- source -> kernel: the same code is compiled once per run

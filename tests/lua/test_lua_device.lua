@@ -83,5 +83,38 @@ test("Device.register: bad tables and names, and errors inside the device's func
   same((Tensor({ 1, 2 }) + 1):tolist(), { 2, 3 })
 end)
 
+test("registering a name again replaces the functions and forgets their kernels", function()
+  local counts = { 0, 0 }
+  local function counted(i)
+    local t = {}
+    for k, v in pairs(spec) do t[k] = v end
+    t.compile = function(fn, src) counts[i] = counts[i] + 1; return spec.compile(fn, src) end
+    return t
+  end
+  Device.register("AGAIN", counted(1))
+  local x = Tensor({ 1.5, 2.5 }, { device = "AGAIN" })
+  same((x * 3):tolist(), { 4.5, 7.5 })
+  Device.register("AGAIN", counted(2))
+  same((x * 3):tolist(), { 4.5, 7.5 }) -- the same kernel, compiled by the new functions
+  same(counts, { 1, 1 })
+end)
+
+test("a device's function may use the device again (a tensor made inside run)", function()
+  local t, inside, seen = {}, false, nil
+  for k, v in pairs(spec) do t[k] = v end
+  t.run = function(k, bufs, launch)
+    if not inside then
+      inside = true
+      seen = Tensor({ 7, 8 }, { device = "REENTER" }):tolist()
+      inside = false
+    end
+    return spec.run(k, bufs, launch)
+  end
+  Device.register("REENTER", t)
+  local a = Tensor({ 1, 2, 3 }, { device = "REENTER" })
+  same((a + 1):tolist(), { 2, 3, 4 })
+  same(seen, { 7, 8 })
+end)
+
 os.execute("rm -rf " .. dir)
 H.done()
