@@ -119,53 +119,50 @@ void add_nodes(std::ostringstream& os, const std::vector<UOpRef>& roots, const s
 const char* kDotHead = "digraph G {\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", "
                        "fontsize=10, height=0.3];\n  edge [arrowsize=0.6, color=\"#555555\"];\n";
 
-Graph graph_of(const std::vector<UOpRef>& roots) {
+// A DOT graph: the shared head, what `body` writes (it counts the nodes), the closing brace.
+template <class F> Graph dot_graph(F body) {
   std::ostringstream os;
   Graph g;
   os << kDotHead;
-  add_nodes(os, roots, "n", g.nodes);
+  body(os, g.nodes);
   os << "}\n";
   g.dot = os.str();
   return g;
 }
 
+Graph graph_of(const std::vector<UOpRef>& roots) {
+  return dot_graph([&](std::ostringstream& os, size_t& n) { add_nodes(os, roots, "n", n); });
+}
+
 Graph schedule_graph(const std::vector<ScheduleItem>& items) {
-  std::ostringstream os;
-  Graph g;
-  os << kDotHead;
-  for (size_t k = 0; k < items.size(); k++) {
-    os << " subgraph cluster_" << k << " {\n  label=\"kernel " << k + 1
-       << ": why a kernel: " << dot_escape(items[k].reason)
-       << "\"; style=\"rounded\"; color=\"#888888\"; fontname=\"Helvetica\";\n";
-    add_nodes(os, {items[k].ast}, "k" + std::to_string(k) + "_", g.nodes);
-    os << " }\n";
-  }
-  os << "}\n";
-  g.dot = os.str();
-  return g;
+  return dot_graph([&](std::ostringstream& os, size_t& n) {
+    for (size_t k = 0; k < items.size(); k++) {
+      os << " subgraph cluster_" << k << " {\n  label=\"kernel " << k + 1
+         << ": why a kernel: " << dot_escape(items[k].reason)
+         << "\"; style=\"rounded\"; color=\"#888888\"; fontname=\"Helvetica\";\n";
+      add_nodes(os, {items[k].ast}, "k" + std::to_string(k) + "_", n);
+      os << " }\n";
+    }
+  });
 }
 
 // The linear program keeps its order: one rank per line, data edges beside.
 Graph linear_graph(const std::vector<UOpRef>& linear) {
-  std::ostringstream os;
-  Graph g;
-  os << kDotHead;
-  std::unordered_map<const UOp*, size_t> at;
-  for (size_t i = 0; i < linear.size(); i++) {
-    const UOp* u = linear[i].get();
-    at[u] = i;
-    std::string arg;
-    std::string l = std::to_string(i) + ": " + label(u, &arg);
-    os << "  l" << i << " [label=\"" << l << "\", fillcolor=\"" << color(u->op) << "\"];\n";
-    if (i > 0) os << "  l" << i - 1 << " -> l" << i << " [style=invis, weight=100];\n";
-    for (auto& s : u->src)
-      if (auto it = at.find(s.get()); it != at.end())
-        os << "  l" << it->second << " -> l" << i << " [constraint=false, color=\"#5577aa\"];\n";
-  }
-  g.nodes = linear.size();
-  os << "}\n";
-  g.dot = os.str();
-  return g;
+  return dot_graph([&](std::ostringstream& os, size_t& n) {
+    std::unordered_map<const UOp*, size_t> at;
+    for (size_t i = 0; i < linear.size(); i++) {
+      const UOp* u = linear[i].get();
+      at[u] = i;
+      std::string arg;
+      std::string l = std::to_string(i) + ": " + label(u, &arg);
+      os << "  l" << i << " [label=\"" << l << "\", fillcolor=\"" << color(u->op) << "\"];\n";
+      if (i > 0) os << "  l" << i - 1 << " -> l" << i << " [style=invis, weight=100];\n";
+      for (auto& s : u->src)
+        if (auto it = at.find(s.get()); it != at.end())
+          os << "  l" << it->second << " -> l" << i << " [constraint=false, color=\"#5577aa\"];\n";
+    }
+    n = linear.size();
+  });
 }
 
 // A fresh file in the temp directory, made with O_EXCL (no one else's file, no symlink followed),
