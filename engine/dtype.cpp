@@ -66,6 +66,10 @@ void upward(DType d, std::vector<DType>& out) {
 } // namespace
 
 const char* name(DType d) { return info(d).name; }
+std::string type_in(DType d, const TypeNames& names, const char* language) {
+  if (d == DType::Void) throw std::invalid_argument(std::string(language) + " has no type for void");
+  return names.at(static_cast<size_t>(d) - 1);
+}
 const char* c_type(DType d) { return info(d).c; }
 int itemsize(DType d) { return info(d).size; }
 int priority(DType d) { return info(d).prio; }

@@ -1,5 +1,6 @@
 // Scalar element types and tinygrad's promotion lattice.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -39,6 +40,11 @@ bool is_int(DType d); // signed or unsigned integer, not bool
 bool is_unsigned(DType d);
 // Parses "float32", "float", "half", "int", "long", ...; throws on unknown names.
 DType dtype_from_name(const std::string& s);
+
+// A kernel language's names for the value types, Bool to Float64 in DType order (the renderers
+// keep one table each), and the lookup: Void has no name, and the error names the language.
+using TypeNames = std::array<const char*, 13>;
+std::string type_in(DType d, const TypeNames& names, const char* language);
 
 // tinygrad's least_upper_dtype: the smallest type both promote to.
 DType promote(DType a, DType b);

@@ -18,7 +18,7 @@ local function reasons(items)
   return out
 end
 
--- The lines of `text` that match a Lua pattern.
+-- How many times a Lua pattern matches in `text`.
 local function count(text, pattern)
   local n = 0
   for _ in text:gmatch(pattern) do n = n + 1 end

@@ -25,34 +25,9 @@ namespace mg {
 namespace {
 
 // The IR type of a value; bfloat16 computes in float.
-std::string ll_type(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return "i1";
-  case DType::Int8:
-  case DType::UInt8:
-    return "i8";
-  case DType::Int16:
-  case DType::UInt16:
-    return "i16";
-  case DType::Int32:
-  case DType::UInt32:
-    return "i32";
-  case DType::Int64:
-  case DType::UInt64:
-    return "i64";
-  case DType::Float16:
-    return "half";
-  case DType::BFloat16:
-  case DType::Float32:
-    return "float";
-  case DType::Float64:
-    return "double";
-  default:
-    break;
-  }
-  throw std::invalid_argument(std::string("the LLVM renderer has no type for ") + name(t));
-}
+const TypeNames kLlvmTypes{"i1",  "i8",  "i8",   "i16",   "i16",   "i32",   "i32",
+                           "i64", "i64", "half", "float", "float", "double"};
+std::string ll_type(DType t) { return type_in(t, kLlvmTypes, "the LLVM renderer"); }
 // The IR type of a buffer element: bool as a byte, bfloat16 as its bits.
 std::string mem_type(DType t) {
   if (t == DType::Bool) return "i8";

@@ -20,37 +20,11 @@ namespace mg {
 
 namespace {
 
-std::string cu_type(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return "bool";
-  case DType::Int8:
-    return "signed char";
-  case DType::UInt8:
-    return "unsigned char";
-  case DType::Int16:
-    return "short";
-  case DType::UInt16:
-    return "unsigned short";
-  case DType::Int32:
-    return "int";
-  case DType::UInt32:
-    return "unsigned int";
-  case DType::Int64:
-    return "long long";
-  case DType::UInt64:
-    return "unsigned long long";
-  case DType::Float16: // half and bfloat16 compute in float; buffers hold half, and bfloat16's bits
-  case DType::BFloat16:
-  case DType::Float32:
-    return "float";
-  case DType::Float64:
-    return "double";
-  default:
-    break;
-  }
-  throw std::invalid_argument(std::string("CUDA C has no type for ") + name(t));
-}
+// half and bfloat16 compute in float; buffers hold half, and bfloat16's bits
+const TypeNames kCudaTypes{
+    "bool",      "signed char",        "unsigned char", "short", "unsigned short", "int",   "unsigned int",
+    "long long", "unsigned long long", "float",         "float", "float",          "double"};
+std::string cu_type(DType t) { return type_in(t, kCudaTypes, "CUDA C"); }
 
 std::string storage_type(DType t) {
   if (t == DType::Float16) return "half";

@@ -19,39 +19,10 @@ namespace mg {
 
 namespace {
 
-std::string cl_type(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return "bool";
-  case DType::Int8:
-    return "char";
-  case DType::UInt8:
-    return "uchar";
-  case DType::Int16:
-    return "short";
-  case DType::UInt16:
-    return "ushort";
-  case DType::Int32:
-    return "int";
-  case DType::UInt32:
-    return "uint";
-  case DType::Int64:
-    return "long";
-  case DType::UInt64:
-    return "ulong";
-  case DType::Float16:
-    return "float"; // computed in float, stored as half
-  case DType::BFloat16:
-    return "float"; // computed in float, stored as its top 16 bits
-  case DType::Float32:
-    return "float";
-  case DType::Float64:
-    return "double";
-  default:
-    break;
-  }
-  throw std::invalid_argument(std::string("OpenCL C has no type for ") + name(t));
-}
+// half and bfloat16 compute in float (stored as half, and as bfloat16's top 16 bits)
+const TypeNames kClTypes{"bool", "char",  "uchar", "short", "ushort", "int",   "uint",
+                         "long", "ulong", "float", "float", "float",  "double"};
+std::string cl_type(DType t) { return type_in(t, kClTypes, "OpenCL C"); }
 
 // A buffer's element type: bool as a byte, half as half (read by vload_half), bfloat16 as its bits.
 std::string storage_type(DType t) {

@@ -22,37 +22,10 @@ namespace mg {
 
 namespace {
 
-std::string glsl_type(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return "bool";
-  case DType::Int8:
-    return "int8_t";
-  case DType::UInt8:
-    return "uint8_t";
-  case DType::Int16:
-    return "int16_t";
-  case DType::UInt16:
-    return "uint16_t";
-  case DType::Int32:
-    return "int";
-  case DType::UInt32:
-    return "uint";
-  case DType::Int64:
-    return "int64_t";
-  case DType::UInt64:
-    return "uint64_t";
-  case DType::Float16: // half and bfloat16 compute in float; buffers hold float16_t, and bfloat16's bits
-  case DType::BFloat16:
-  case DType::Float32:
-    return "float";
-  case DType::Float64:
-    return "double";
-  default:
-    break;
-  }
-  throw std::invalid_argument(std::string("GLSL has no type for ") + name(t));
-}
+// half and bfloat16 compute in float; buffers hold float16_t, and bfloat16's bits
+const TypeNames kGlslTypes{"bool",    "int8_t",   "uint8_t", "int16_t", "uint16_t", "int",   "uint",
+                           "int64_t", "uint64_t", "float",   "float",   "float",    "double"};
+std::string glsl_type(DType t) { return type_in(t, kGlslTypes, "GLSL"); }
 
 std::string storage_type(DType t) {
   if (t == DType::Bool || t == DType::Void) return "uint8_t";
