@@ -195,8 +195,7 @@ UOpRef count_where(const std::vector<UOpRef>& conds, const UOpRef& r, const std:
     if (seen != 1) return nullptr;
     UOpRef a = sum_terms(rest, k), bound = alu(Ops::SUB, {k, a});
     if (r_left)
-      hi = alu(Ops::MAX,
-               {alu(Ops::NEG, {alu(Ops::MAX, {alu(Ops::NEG, {hi}), alu(Ops::NEG, {bound})})})}); // min
+      hi = alu(Ops::WHERE, {alu(Ops::CMPLT, {hi, bound}), hi, bound}); // min(hi, bound)
     else
       lo = alu(Ops::MAX, {lo, bound + 1});
   }

@@ -75,6 +75,8 @@ public:
   Tensor ne(const Tensor& b) const;
   Tensor where(const Tensor& a, const Tensor& b) const; // self is the condition
   Tensor logical_not() const;
+  Tensor bitwise_not() const; // ~x on ints; logical not on bools
+  Tensor bitwise_and(const Tensor& b) const;
   Tensor exp() const;
   Tensor exp2() const;
   Tensor log() const;

@@ -106,10 +106,22 @@ Tensor Tensor::pow(const Tensor& b) const {
   return r.cast(out);
 }
 Tensor Tensor::maximum(const Tensor& b) const { return binop(Ops::MAX, b); }
+// min(x, y) = -max(-x, -y) for floats (a NaN wins, as in max); for ints the same with the
+// bitwise not, which, unlike negation, maps the lowest value into range.
 Tensor Tensor::minimum(const Tensor& b) const {
   auto [x, y] = broadcasted(*this, b);
-  return x.lt(y).where(x, y);
+  if (x.dtype() == DType::Bool) return x.bitwise_and(y);
+  if (!is_float(x.dtype())) return x.bitwise_not().maximum(y.bitwise_not()).bitwise_not();
+  return x.neg().maximum(y.neg()).neg();
 }
+Tensor Tensor::bitwise_not() const {
+  if (dtype() == DType::Bool) return logical_not();
+  if (is_float(dtype())) user_error("bitwise not of a " + std::string(name(dtype())) + " tensor");
+  // x ^ -1 (every bit set); for uint64, whose all-ones no double holds, (0 - x) - 1 (wrapping)
+  if (dtype() == DType::UInt64) return neg().sub(from_scalar({1, DType::Int32}, *this));
+  return binop(Ops::XOR, from_scalar({-1, DType::Int32}, *this));
+}
+Tensor Tensor::bitwise_and(const Tensor& b) const { return binop(Ops::AND, b); }
 Tensor Tensor::lt(const Tensor& b) const { return binop(Ops::CMPLT, b); }
 Tensor Tensor::gt(const Tensor& b) const { return b.lt(*this); }
 Tensor Tensor::ne(const Tensor& b) const { return binop(Ops::CMPNE, b); }
@@ -191,12 +203,9 @@ Tensor Tensor::sum(Axes axes, bool keepdim) const {
   return dtype() == DType::Float16 || dtype() == DType::BFloat16 ? r.cast(dtype()) : r;
 }
 Tensor Tensor::max(Axes axes, bool keepdim) const { return reduce(Ops::MAX, axes, keepdim); }
+// As minimum: the max of the negated values (floats) or of the bitwise not (ints and bools).
 Tensor Tensor::min(Axes axes, bool keepdim) const {
-  if (dtype() == DType::Bool) return logical_not().max(axes, keepdim).logical_not();
-  if (is_unsigned(dtype())) {
-    Tensor m = from_scalar({dtype_max(dtype()), DType::Int32}, *this);
-    return m.sub(m.sub(*this).max(axes, keepdim));
-  }
+  if (!is_float(dtype())) return bitwise_not().max(axes, keepdim).bitwise_not();
   return neg().max(axes, keepdim).neg();
 }
 Tensor Tensor::mean(Axes axes, bool keepdim) const {

@@ -145,6 +145,9 @@ UOp::UOp(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg, size_t hash)
     : op(op), dtype(dtype), src(std::move(src)), arg(std::move(arg)), hash(hash) {}
 
 UOpRef UOp::make(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg) {
+  if (int a = info(op).arity; a != kAny && static_cast<size_t>(a) != src.size())
+    internal_error(std::string(name(op)) + " takes " + std::to_string(a) + " sources, got " +
+                   std::to_string(src.size()));
   size_t h = mix(static_cast<size_t>(op) * 1315423911u, static_cast<size_t>(dtype));
   for (auto& s : src)
     h = mix(h, reinterpret_cast<size_t>(s.get()));
@@ -480,14 +483,25 @@ std::string print_tree(const UOpRef& root) {
 
 namespace mg {
 UOpRef alu(Ops op, std::vector<UOpRef> src) {
-  DType dt = (op == Ops::CMPLT || op == Ops::CMPNE) ? DType::Bool : src[op == Ops::WHERE ? 1 : 0]->dtype;
+  ResultDType r = info(op).result;
+  if (r == ResultDType::Given || static_cast<int>(src.size()) != info(op).arity)
+    internal_error(std::string("alu(") + name(op) + ") with " + std::to_string(src.size()) + " sources");
+  DType dt = r == ResultDType::Bool ? DType::Bool : src[r == ResultDType::Src1 ? 1 : 0]->dtype;
   return UOp::make(op, dt, std::move(src));
 }
 UOpRef uand(const UOpRef& a, const UOpRef& b) { return alu(Ops::AND, {a, b}); }
 UOpRef cast(const UOpRef& a, DType d) { return a->dtype == d ? a : UOp::make(Ops::CAST, d, {a}); }
 double reduce_identity(Ops op, DType d) {
-  if (op == Ops::ADD) return 0;
-  if (op == Ops::MAX) return dtype_min(d);
+  switch (info(op).identity) {
+  case Identity::Zero:
+    return 0;
+  case Identity::One:
+    return 1;
+  case Identity::Lowest:
+    return dtype_min(d);
+  case Identity::None:
+    break;
+  }
   internal_error(std::string("no identity for reduce ") + name(op));
 }
 
