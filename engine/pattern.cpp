@@ -254,6 +254,35 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
   return done.at(root.get());
 }
 
+UOpRef rewrite_once(const UOpRef& root, const PatternMatcher& pm) {
+  RewriteTrace* trace = RewriteTrace::active();
+  int pass = 0;
+  if (trace) {
+    pass = static_cast<int>(trace->passes.size());
+    trace->passes.push_back(pm.table_name());
+  }
+  std::unordered_map<const UOp*, UOpRef> refs{{root.get(), root}}, done; // root keeps every key alive
+  std::vector<const UOp*> order = toposort(root.get());
+  for (const UOp* u : order)
+    for (auto& s : u->src)
+      refs.emplace(s.get(), s);
+  for (const UOp* u : order) {
+    std::vector<UOpRef> ns;
+    ns.reserve(u->src.size());
+    bool changed = false;
+    for (auto& s : u->src) {
+      ns.push_back(done.at(s.get()));
+      changed |= ns.back() != s;
+    }
+    UOpRef x = changed ? u->replace_src(std::move(ns)) : refs.at(u);
+    size_t fired = 0;
+    UOpRef y = pm.rewrite(x, nullptr, trace ? &fired : nullptr);
+    if (y && trace) trace->steps.push_back({pass, pm.rule_name(fired), x, y});
+    done[u] = y ? y : x;
+  }
+  return done.at(root.get());
+}
+
 UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs,
                   std::source_location where) {
   std::unordered_map<const UOp*, UOpRef> map(subs.begin(), subs.end());

@@ -124,6 +124,9 @@ bool upat_match(const UPat& p, const UOpRef& u, Match& m);
 
 // Rewrites every node bottom-up, each to a fixed point of `pm`.
 UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx = nullptr);
+// Rewrites every node bottom-up once: a rule's result is used as it is, never matched again
+// (for rules whose result contains the node they replace).
+UOpRef rewrite_once(const UOpRef& root, const PatternMatcher& pm);
 // Replaces nodes found in `subs` (by pointer) everywhere below root.
 // `where` names the pass in a RewriteTrace: the caller.
 UOpRef substitute(const UOpRef& root, const std::vector<std::pair<const UOp*, UOpRef>>& subs,

@@ -35,6 +35,7 @@ std::vector<std::pair<UPat, RewriteFn>> simple_rules() {
          std::vector<double> v;
          for (auto& s : u->src)
            v.push_back(s->const_value());
+         if (u->op == Ops::CAST) return cast_const(*u->src[0], u->dtype);
          return UOp::cconst(u->dtype, exec_alu(u->op, u->dtype, v));
        }},
       // a gate that folded to true (a padded dim's tail, UPCAST away) is no gate

@@ -222,15 +222,64 @@ double truncate_to(DType dt, double v) {
   }
 }
 
+UOpRef cast_const(const UOp& c, DType to) {
+  DType from = c.dtype;
+  if (!is_float(to) && !is_float(from)) return UOp::cconst_bits(to, c.const_bits()); // wraps
+  double v = c.const_value();
+  if (is_float(from) && is_int(to)) { // saturating, as pm_semantics; NaN gives 0
+    int bits = itemsize(to) * 8;
+    bool un = is_unsigned(to);
+    if (std::isnan(v)) return UOp::cconst_bits(to, 0);
+    if (v <= (un ? 0.0 : -std::ldexp(1.0, bits - 1)))
+      return UOp::cconst_bits(to, un ? 0 : INT64_MIN >> (64 - bits));
+    if (v >= std::ldexp(1.0, un ? bits : bits - 1))
+      return UOp::cconst_bits(to, un ? -1 : INT64_MAX >> (64 - bits));
+    v = std::trunc(v);
+  }
+  return UOp::cconst(to, v);
+}
+
+int64_t wrap_bits(DType dt, int64_t x) {
+  if (dt == DType::Bool) return x != 0;
+  int b = itemsize(dt) * 8;
+  if (b >= 64) return x;
+  uint64_t m = (uint64_t{1} << b) - 1, u = static_cast<uint64_t>(x) & m;
+  if (!is_unsigned(dt) && (u >> (b - 1)) & 1) u |= ~m;
+  return static_cast<int64_t>(u);
+}
+
+int64_t int_bits(DType dt, double v) {
+  if (!std::isfinite(v)) return 0;
+  if (dt == DType::Bool) return v != 0;
+  constexpr double two63 = 9223372036854775808.0, two64 = 18446744073709551616.0;
+  if (dt == DType::UInt64 && v >= two64) return -1; // uint64's max reads as 2^64 in a double
+  v = std::trunc(v);
+  if (v >= two63 || v < -two63) { // wraps modulo 2^64, done in doubles (exact for powers of two)
+    double m = std::fmod(v, two64);
+    if (m < 0) m += two64;
+    return wrap_bits(dt, static_cast<int64_t>(static_cast<uint64_t>(m)));
+  }
+  return wrap_bits(dt, static_cast<int64_t>(v));
+}
+
 UOpRef UOp::cconst(DType dtype, double v) {
   if (is_float(dtype)) return make(Ops::CONST, dtype, {}, truncate_to(dtype, v));
-  return make(Ops::CONST, dtype, {}, static_cast<int64_t>(truncate_to(dtype, v)));
+  return make(Ops::CONST, dtype, {}, int_bits(dtype, v));
+}
+UOpRef UOp::cconst_bits(DType dtype, int64_t bits) {
+  if (is_float(dtype)) internal_error("cconst_bits of a float");
+  return make(Ops::CONST, dtype, {}, wrap_bits(dtype, bits));
+}
+int64_t UOp::const_bits() const {
+  if (auto* d = std::get_if<double>(&arg)) return int_bits(dtype, *d);
+  return std::get<int64_t>(arg);
 }
 UOpRef UOp::cconst_like(const UOpRef& x, double v) { return cconst(x->dtype, v); }
 
 double UOp::const_value() const {
   if (auto* d = std::get_if<double>(&arg)) return *d;
-  return static_cast<double>(std::get<int64_t>(arg));
+  int64_t b = std::get<int64_t>(arg);
+  return dtype == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(b)) : static_cast<double>(b);
 }
 
 int64_t UOp::numel() const {
@@ -277,17 +326,17 @@ double exec_alu(Ops op, DType dt, const std::vector<double>& v) {
   case Ops::MUL:
     r = v[0] * v[1];
     break;
-  case Ops::IDIV:
+  case Ops::IDIV: // as pm_semantics decides: x // 0 is 0, x // -1 is -x
     if (fl)
       r = std::trunc(v[0] / v[1]);
     else
-      r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) / I(v[1]));
+      r = v[1] == 0 ? 0 : v[1] == -1 ? -v[0] : static_cast<double>(I(v[0]) / I(v[1]));
     break;
   case Ops::MOD:
     if (fl)
       r = std::fmod(v[0], v[1]);
     else
-      r = v[1] == 0 ? 0 : static_cast<double>(I(v[0]) % I(v[1]));
+      r = v[1] == 0 || v[1] == -1 ? 0 : static_cast<double>(I(v[0]) % I(v[1]));
     break;
   case Ops::MAX:
     r = std::isnan(v[0]) || std::isnan(v[1]) ? NAN : std::max(v[0], v[1]);
@@ -311,12 +360,15 @@ double exec_alu(Ops op, DType dt, const std::vector<double>& v) {
   case Ops::XOR:
     r = static_cast<double>(I(v[0]) ^ I(v[1]));
     break;
-  case Ops::SHL:
-    r = static_cast<double>(static_cast<uint64_t>(I(v[0])) << I(v[1]));
+  case Ops::SHL: // past the width: what shifting one bit at a time gives (pm_semantics)
+  case Ops::SHR: {
+    uint64_t n = static_cast<uint64_t>(I(v[1])), bits = static_cast<uint64_t>(itemsize(dt)) * 8;
+    if (op == Ops::SHL)
+      r = n >= bits ? 0 : static_cast<double>(static_cast<uint64_t>(I(v[0])) << n);
+    else
+      r = n >= bits ? (v[0] < 0 ? -1 : 0) : static_cast<double>(I(v[0]) >> n);
     break;
-  case Ops::SHR:
-    r = static_cast<double>(I(v[0]) >> I(v[1]));
-    break;
+  }
   case Ops::WHERE:
     r = v[0] != 0 ? v[1] : v[2];
     break;

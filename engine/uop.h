@@ -66,6 +66,9 @@ struct UOp {
   static UOpRef make(Ops op, DType dtype, std::vector<UOpRef> src = {}, Arg arg = {});
   static UOpRef cconst(DType dtype, double v);          // CONST, value stored as the dtype wants
   static UOpRef cconst_like(const UOpRef& x, double v); // CONST with x's dtype
+  // An integer CONST from its exact bits (two's complement; a uint64 above 2^63 reads negative
+  // here): a double cannot hold every 64-bit value.
+  static UOpRef cconst_bits(DType dtype, int64_t bits);
   ~UOp();
 
   // Accessors for args.
@@ -75,6 +78,7 @@ struct UOp {
   const ShapeTracker& st() const { return *std::get<std::shared_ptr<const ShapeTracker>>(arg); }
   const std::shared_ptr<Buffer>& buffer() const { return std::get<std::shared_ptr<Buffer>>(arg); }
   double const_value() const; // for CONST
+  int64_t const_bits() const; // for an integer or bool CONST: its exact bits, sign-extended
   int64_t numel() const;
 
   // Proven value range (integers and bools exact; floats unbounded unless constant).
@@ -107,6 +111,12 @@ size_t live_uops();
 
 // Alu on constants: the value `op` produces for these inputs in dtype `dt`.
 double exec_alu(Ops op, DType dt, const std::vector<double>& v);
+// The CONST c cast to `to`: integers wrap, floats saturate into an integer's range (NaN: 0).
+UOpRef cast_const(const UOp& c, DType to);
+// The bits of integer dtype `dt` holding the value v (wrapped; past 2^64, uint64's max).
+int64_t int_bits(DType dt, double v);
+// Wraps 64 bits into dtype `dt`'s width: sign-extended when signed, zero-extended when not.
+int64_t wrap_bits(DType dt, int64_t x);
 // Wraps/truncates a value into what dtype `dt` can hold.
 double truncate_to(DType dt, double v);
 

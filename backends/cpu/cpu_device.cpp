@@ -30,7 +30,8 @@ namespace mg {
 
 namespace {
 
-const std::vector<std::string> kFlags{"-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w"};
+// -fwrapv: integer arithmetic wraps, as on every other backend (C leaves signed overflow undefined)
+const std::vector<std::string> kFlags{"-O2", "-march=native", "-fPIC", "-fno-math-errno", "-fwrapv", "-w"};
 
 std::string cache_dir() { return cache_root() + "/kernels"; }
 

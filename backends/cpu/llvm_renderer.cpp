@@ -34,6 +34,12 @@ std::string mem_type(DType t) {
   return t == DType::BFloat16 ? "i16" : ll_type(t);
 }
 
+// LLVM's integers have no sign: an unsigned value prints as the signed one with its bits.
+std::string int_literal(DType t, int64_t bits) {
+  int w = itemsize(t) * 8;
+  return std::to_string(w == 64 ? bits : (bits << (64 - w)) >> (64 - w));
+}
+
 std::string literal(DType t, double v) {
   char b[48];
   if (t == DType::Float16) { // half constants are written as their bits
@@ -51,14 +57,11 @@ std::string literal(DType t, double v) {
     return b;
   }
   if (t == DType::Bool) return v != 0 ? "true" : "false";
-  if (is_unsigned(t)) {
-    // an unsigned value is the same bits as the signed one the IR prints
-    uint64_t u = static_cast<uint64_t>(v);
-    int bits = itemsize(t) * 8;
-    int64_t s = bits == 64 ? static_cast<int64_t>(u) : static_cast<int64_t>(u << (64 - bits)) >> (64 - bits);
-    return std::to_string(s);
-  }
-  return std::to_string(static_cast<int64_t>(v));
+  return int_literal(t, int_bits(t, v));
+}
+std::string literal_of(const UOp& c) {
+  if (is_float(c.dtype) || c.dtype == DType::Bool) return literal(c.dtype, c.const_value());
+  return int_literal(c.dtype, c.const_bits());
 }
 
 struct LRender {
@@ -100,7 +103,7 @@ struct LRender {
     return t;
   }
   std::string V(const UOpRef& u) {
-    if (u->op == Ops::CONST) return literal(u->dtype, u->const_value());
+    if (u->op == Ops::CONST) return literal_of(*u);
     if (u->op == Ops::DEFINE_ACC) return emit("load " + ll_type(u->dtype) + ", ptr " + val.at(u.get()));
     auto it = val.find(u.get());
     if (it == val.end())
@@ -197,28 +200,14 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
       if (u.op == Ops::MOD) return bin("frem");
       return r.emit("call " + t + " " + r.intrinsic("trunc", d, 1) + "(" + t + " " + bin("fdiv") + ")");
     }
-    // x/0 gives 0 (a trap in LLVM too), x/-1 is -x (INT_MIN/-1 traps): the divisor is made safe
-    // before dividing and the result chosen after
-    std::string zero = r.emit("icmp eq " + t + " " + a[1] + ", 0");
-    std::string bad = zero;
-    if (!un) bad = r.emit("or i1 " + zero + ", " + r.emit("icmp eq " + t + " " + a[1] + ", -1"));
-    std::string safe = r.emit("select i1 " + bad + ", " + t + " 1, " + t + " " + a[1]);
-    std::string q =
-        r.emit(std::string(u.op == Ops::IDIV ? (un ? "udiv " : "sdiv ") : (un ? "urem " : "srem ")) + t +
-               " " + a[0] + ", " + safe);
-    std::string special = u.op == Ops::IDIV && !un ? r.emit("sub " + t + " 0, " + a[0]) : "0";
-    if (u.op == Ops::IDIV && !un)
-      special = r.emit("select i1 " + zero + ", " + t + " 0, " + t + " " + special);
-    return r.emit("select i1 " + bad + ", " + t + " " + special + ", " + t + " " + q);
+    // division by 0 and -1 was made safe by pm_semantics
+    return bin(u.op == Ops::IDIV ? (un ? "udiv" : "sdiv") : (un ? "urem" : "srem"));
   }
-  case Ops::MAX: {
-    std::string gt =
-        f ? r.emit("or i1 " + r.emit("fcmp ogt " + t + " " + a[0] + ", " + a[1]) + ", " + // NaN wins
-                   r.emit("fcmp uno " + t + " " + a[0] + ", 0.0"))
-          : r.emit(std::string(un                 ? "icmp ugt "
-                               : d == DType::Bool ? "icmp ugt "
-                                                  : "icmp sgt ") +
-                   t + " " + a[0] + ", " + a[1]);
+  case Ops::MAX: { // float MAX became a NaN-aware WHERE in pm_semantics
+    std::string gt = r.emit(std::string(f                        ? "fcmp ogt "
+                                        : un || d == DType::Bool ? "icmp ugt "
+                                                                 : "icmp sgt ") +
+                            t + " " + a[0] + ", " + a[1]);
     return r.emit("select i1 " + gt + ", " + t + " " + a[0] + ", " + t + " " + a[1]);
   }
   case Ops::CMPLT:
@@ -234,17 +223,10 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
     return bin("or");
   case Ops::XOR:
     return bin("xor");
-  case Ops::SHL:
-  case Ops::SHR: {
-    const char* op = u.op == Ops::SHL ? "shl" : is_unsigned(d) ? "lshr" : "ashr";
-    if (itemsize(d) >= 4) return bin(op);
-    // C promotes narrow integers to int, where a shift by up to 31 is defined (LLVM's i8 shift by
-    // 8 is poison): shift in i32 and truncate
-    std::string ext = is_unsigned(d) ? "zext " : "sext ";
-    std::string x = r.emit(ext + t + " " + a[0] + " to i32"),
-                n = r.emit("zext " + t + " " + a[1] + " to i32");
-    return r.emit("trunc i32 " + r.emit(std::string(op) + " i32 " + x + ", " + n) + " to " + t);
-  }
+  case Ops::SHL: // the amount is in [0, bits) after pm_semantics
+    return bin("shl");
+  case Ops::SHR:
+    return bin(is_unsigned(d) ? "lshr" : "ashr");
   case Ops::WHERE:
     return r.emit("select i1 " + a[0] + ", " + t + " " + a[1] + ", " + t + " " + a[2]);
   default:

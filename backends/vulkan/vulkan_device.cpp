@@ -33,20 +33,61 @@ std::string storage_type(DType t) {
   return t == DType::BFloat16 ? "uint16_t" : glsl_type(t);
 }
 
-// GLSL's pow is undefined for a negative base or 0^0 (C's powf is not): mg_powf takes those.
+// GLSL leaves pow undefined for a negative base, a zero base, inf and NaN, and its mod floors;
+// C's pow and fmod (what every other backend runs) are written out for float and double:
+// mg_pow takes the special cases in C's order, then pow of |x| with the sign of an odd power;
+// mg_fmod subtracts |b| scaled by powers of two (each step exact), as fmod is defined.
 // GLSL's exp2, log2, sin and pow take float only, so float64 gets its own, from arithmetic:
 // exp2 by 2^n times a degree-14 Taylor series of 2^f (|f| <= 1/2, error ~1e-16); log2 by the
 // exponent plus the series of ln in t = (m-1)/(m+1) (|t| <= 0.172, to t^23); sin by reduction
 // modulo pi/2 (pi/2 in two parts) and the sin or cos series on |r| <= pi/4; pow by repeated
 // squaring for integer exponents up to 64 (exact where the result is), else exp2(y log2 x).
-const char* kFloat64Math = R"(float mg_powf(float x, float y) {
-  if (y == 0.0f) return 1.0f;
-  if (x == 0.0f) return y > 0.0f ? 0.0f : uintBitsToFloat(0x7f800000u);
-  if (x > 0.0f) return pow(x, y);
-  if (trunc(y) != y) return uintBitsToFloat(0x7fc00000u);
-  float r = pow(-x, y);
-  return mod(y, 2.0f) == 1.0f ? -r : r;
+const char* kCMathTemplate = R"(T mg_pow_T(T x, T y) {
+  if (y == T(0) || x == T(1)) return T(1);
+  if (isnan(x) || isnan(y)) return NAN_T;
+  T ax = abs(x);
+  if (isinf(y)) return ax == T(1) ? T(1) : (ax < T(1)) == (y > T(0)) ? T(0) : INF_T;
+  bool integral = trunc(y) == y, odd = integral && mod(abs(y), T(2)) == T(1);
+  bool negative = x < T(0) || (x == T(0) && T(1) / x < T(0));
+  T r;
+  if (ax == T(0)) r = y > T(0) ? T(0) : INF_T;
+  else if (isinf(ax)) r = y > T(0) ? INF_T : T(0);
+  else if (x < T(0) && !integral) return NAN_T;
+  else r = POW_T(ax, y);
+  return negative && odd ? -r : r;
 }
+T mg_fmod_T(T a, T b) {
+  if (isnan(a) || isnan(b) || isinf(a) || b == T(0)) return NAN_T;
+  if (isinf(b)) return a;
+  T r = abs(a), m = abs(b), s = m;
+  while (s <= r * T(0.5)) s *= T(2); // no frexp: lavapipe's is wrong for denormals
+  for (; s >= m && r >= m; s *= T(0.5))
+    if (r >= s) r -= s;
+  return a < T(0) || (a == T(0) && T(1) / a < T(0)) ? -r : r;
+}
+)";
+
+// The template above for one type: T, its suffix, NaN, inf, and pow on positive finite values.
+std::string c_math(const std::string& t, const std::string& suffix, const std::string& pos_pow) {
+  std::string s = kCMathTemplate;
+  auto put = [&](const std::string& from, const std::string& to) {
+    for (size_t k = s.find(from); k != std::string::npos; k = s.find(from, k + to.size()))
+      s.replace(k, from.size(), to);
+  };
+  put("mg_pow_T", "mg_pow" + suffix);
+  put("mg_fmod_T", "mg_fmod" + suffix);
+  put("NAN_T", t == "float" ? "uintBitsToFloat(0x7fc00000u)" : "(0.0lf / 0.0lf)");
+  put("INF_T", t == "float" ? "uintBitsToFloat(0x7f800000u)" : "(1.0lf / 0.0lf)");
+  put("POW_T", pos_pow);
+  put("T(", t + "(");
+  put("T ", t + " ");
+  return s;
+}
+
+const char* kFloat64Math = R"(float mg_log2f(float x) { // lavapipe's log2 misreads denormals
+  return x > 0.0f && x < 1.17549435e-38f ? log2(x * 18446744073709551616.0f) - 64.0f : log2(x);
+}
+float mg_pos_powf(float x, float y) { return x < 1.17549435e-38f ? exp2(y * mg_log2f(x)) : pow(x, y); }
 double mg_exp2d(double x) {
   if (isnan(x)) return x;
   if (x > 1100.0lf) return 1.0lf / 0.0lf;
@@ -60,12 +101,14 @@ double mg_log2d(double x) {
   if (isnan(x) || x < 0.0lf) return 0.0lf / 0.0lf;
   if (x == 0.0lf) return -1.0lf / 0.0lf;
   if (isinf(x)) return x;
+  double bias = 0.0lf; // a denormal is scaled up first (lavapipe's frexp misreads them)
+  if (x < 2.2250738585072014e-308lf) { x *= 18446744073709551616.0lf; bias = 64.0lf; }
   int e;
   double m = frexp(x, e);
   if (m < 0.7071067811865476lf) { m *= 2.0lf; e -= 1; }
   double t = (m - 1.0lf) / (m + 1.0lf), t2 = t * t, s = 0.0lf, p = t;
   for (int k = 1; k <= 23; k += 2) { s += p / double(k); p *= t2; }
-  return double(e) + 2.0lf * s * 1.4426950408889634lf;
+  return double(e) - bias + 2.0lf * s * 1.4426950408889634lf;
 }
 double mg_sind(double x) {
   if (isnan(x) || isinf(x)) return 0.0lf / 0.0lf;
@@ -79,17 +122,11 @@ double mg_sind(double x) {
   }
   return q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;
 }
-double mg_powd(double x, double y) {
-  if (y == 0.0lf) return 1.0lf;
+double mg_pos_powd(double x, double y) { // x > 0, finite; y finite
   if (trunc(y) == y && abs(y) <= 64.0lf) {
     double r = 1.0lf, b = x;
     for (int n = int(abs(y)); n > 0; n >>= 1) { if ((n & 1) != 0) r *= b; b *= b; }
     return y < 0.0lf ? 1.0lf / r : r;
-  }
-  if (x < 0.0lf) {
-    if (trunc(y) != y) return 0.0lf / 0.0lf;
-    double r = mg_exp2d(y * mg_log2d(-x));
-    return mod(y, 2.0lf) == 1.0lf ? -r : r;
   }
   return mg_exp2d(y * mg_log2d(x));
 }
@@ -126,9 +163,9 @@ const Dialect& glsl_dialect() {
     };
     // GLSL's exp2, log2, sin and pow take float only; fmod is written out (GLSL's mod floors)
     d.math = [](const std::string& f, DType t, const std::vector<std::string>& a) {
-      if (f == "fmod") return "(" + a[0] + "-" + a[1] + "*trunc(" + a[0] + "/" + a[1] + "))";
       bool dbl = t == DType::Float64 && f != "sqrt" && f != "trunc";
-      std::string s = dbl ? "mg_" + f + "d(" : f == "pow" ? "mg_powf(" : f + "(";
+      bool c_like = f == "pow" || f == "fmod" || f == "log2"; // C's, not GLSL's
+      std::string s = dbl || c_like ? "mg_" + f + (dbl ? "d(" : "f(") : f + "(";
       for (size_t i = 0; i < a.size(); i++)
         s += (i ? ", " : "") + a[i];
       return s + ")";
@@ -179,7 +216,11 @@ const Dialect& glsl_dialect() {
         os << "uint16_t bf16_bits(float f) { uint u = floatBitsToUint(f); return isnan(f) ? uint16_t((u >> "
               "16) | "
               "0x40u) : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n";
-      if (k.body.find("mg_") != std::string::npos) os << kFloat64Math;
+      if (k.body.find("mg_") != std::string::npos) {
+        static const std::string math =
+            kFloat64Math + c_math("float", "f", "mg_pos_powf") + c_math("double", "d", "mg_pos_powd");
+        os << math;
+      }
       os << "void main() {\n" << k.body << "}\n";
       return os.str();
     };

@@ -28,16 +28,21 @@ std::string cstyle_literal(const Dialect& dl, DType d, double v) {
     if (d == DType::Float16) s = dl.cast(d, s);
     return std::signbit(v) ? "(" + s + ")" : s; // -0.0 too: x - -0.0f must not read as x--0.0f
   }
+  return cstyle_int_literal(dl, d, int_bits(d, v));
+}
+
+std::string cstyle_int_literal(const Dialect& dl, DType d, int64_t v) {
+  char b[64];
   if (d == DType::Bool) return dl.typed_literals ? dl.cast(d, v != 0 ? "1" : "0") : v != 0 ? "1" : "0";
   if (d == DType::UInt64) {
     std::snprintf(b, sizeof b, "%llu", static_cast<unsigned long long>(v));
     return b + dl.uint64_suffix;
   }
-  if (d == DType::Int64 && v <= -9223372036854775808.0) // INT64_MIN
+  if (d == DType::Int64 && v == INT64_MIN)
     return "(-9223372036854775807" + dl.int64_suffix + "-1" + dl.int64_suffix + ")";
   std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
   if (d == DType::Int64) return "(" + std::string(b) + dl.int64_suffix + ")";
-  if (d == DType::Int32 && v <= -2147483648.0) return "(-2147483647-1)";
+  if (d == DType::Int32 && v == INT32_MIN) return "(-2147483647-1)";
   if (d == DType::UInt32) return std::string(b) + dl.uint_suffix;
   std::string s = v < 0 ? "(" + std::string(b) + ")" : b;
   return d == DType::Int32 || !dl.typed_literals ? s : dl.cast(d, s);
@@ -74,25 +79,13 @@ std::string alu_expr(const Dialect& dl, const UOp& u, const std::vector<std::str
     return bin("-");
   case Ops::MUL:
     return bin("*");
-  case Ops::IDIV:
-  case Ops::MOD: {
-    if (is_float(d)) return u.op == Ops::MOD ? dl.math("fmod", d, a) : dl.math("trunc", d, {bin("/")});
-    // integer x/0 traps (SIGFPE) in C: give 0 instead, unless the divisor is a known non-zero
-    const UOp& b = *u.src[1];
-    bool safe = b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1;
-    std::string e = u.op == Ops::IDIV ? bin("/") : dl.rem ? dl.rem(a[0], a[1]) : bin("%");
-    if (safe) return e;
-    if (is_unsigned(d)) return "(" + a[1] + "==" + lit(0) + "?" + lit(0) + ":" + e + ")";
-    // x/-1 is -x, and INT_MIN/-1 traps too
-    std::string special =
-        u.op == Ops::IDIV ? "(" + a[1] + "==" + lit(0) + "?" + lit(0) + ":-" + a[0] + ")" : lit(0);
-    return "((" + a[1] + "==" + lit(0) + "||" + a[1] + "==" + lit(-1) + ")?" + special + ":" + e + ")";
-  }
+  case Ops::IDIV: // integer division by 0 and -1 was made safe by pm_semantics
+    return is_float(d) ? dl.math("trunc", d, {bin("/")}) : bin("/");
+  case Ops::MOD:
+    return is_float(d) ? dl.math("fmod", d, a) : dl.rem ? dl.rem(a[0], a[1]) : bin("%");
   case Ops::FDIV:
     return bin("/");
-  case Ops::MAX: // NaN wins, as in numpy and torch
-    if (is_float(d))
-      return "((" + a[0] + ">" + a[1] + "||" + a[0] + "!=" + a[0] + ")?" + a[0] + ":" + a[1] + ")";
+  case Ops::MAX: // float MAX became a NaN-aware WHERE in pm_semantics
     return "((" + a[0] + ">" + a[1] + ")?" + a[0] + ":" + a[1] + ")";
   case Ops::CMPLT:
     return bin("<");
@@ -118,13 +111,8 @@ std::string alu_expr(const Dialect& dl, const UOp& u, const std::vector<std::str
 
 // Whether alu_expr writes an operand more than once (so an inlined operand would be copied,
 // and nested copies grow the source exponentially): those operands get names instead.
-bool repeats_operands(const UOp& u) {
-  if (u.op == Ops::MAX) return is_float(u.dtype);
-  if (u.op == Ops::IDIV || u.op == Ops::MOD) {
-    const UOp& b = *u.src[1];
-    return !is_float(u.dtype) && !(b.op == Ops::CONST && b.const_value() != 0 && b.const_value() != -1);
-  }
-  return false;
+bool repeats_operands(const Dialect& dl, const UOp& u) {
+  return u.op == Ops::MAX || (u.op == Ops::MOD && dl.rem && !is_float(u.dtype));
 }
 
 // The state of one rendering: what each node is called, and the body written so far.
@@ -147,7 +135,9 @@ struct CRender {
   const std::string& E(const UOpRef& s) {
     auto it = expr.find(s.get());
     if (it != expr.end()) return it->second;
-    if (s->op == Ops::CONST) return expr[s.get()] = cstyle_literal(dl, s->dtype, s->const_value());
+    if (s->op == Ops::CONST)
+      return expr[s.get()] = is_float(s->dtype) ? cstyle_literal(dl, s->dtype, s->const_value())
+                                                : cstyle_int_literal(dl, s->dtype, s->const_bits());
     internal_error(dl.name + " renderer used " + name(s->op) + " before defining it");
   }
   // A named variable `prefix<N>` holding `value`.
@@ -241,7 +231,8 @@ void render_alu(CRender& r, const UOpRef& u) {
       u->op != Ops::MAX && u->op != Ops::NEG)
     e = r.dl.cast(DType::Float16, e); // (a choice or a sign change of half values is already one)
   const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
-  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 && !repeats_operands(*us))
+  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 &&
+      !repeats_operands(r.dl, *us))
     r.expr[u.get()] = e, r.nesting[u.get()] = nest;
   else
     r.declare(u, "alu", e);

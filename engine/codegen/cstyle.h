@@ -61,5 +61,6 @@ std::string render_cstyle(const Dialect& d, const std::string& fn, const std::ve
 
 // The common literal of `v` as dtype `t` in the dialect.
 std::string cstyle_literal(const Dialect& d, DType t, double v);
+std::string cstyle_int_literal(const Dialect& d, DType t, int64_t bits); // exact, for 64-bit values
 
 } // namespace mg

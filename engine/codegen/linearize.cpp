@@ -8,6 +8,7 @@
 
 #include "engine/codegen/linearize.h"
 #include "engine/codegen/opts.h"
+#include "engine/codegen/semantics.h"
 #include "engine/errors.h"
 #include "engine/pattern.h"
 
@@ -74,6 +75,7 @@ struct Linearizer {
         if (!emitted.count(d) && d->op != Ops::RANGE && (mask(d) & ~allowed) == 0) emit(refs.at(d), allowed);
     for (auto& acc : group)
       push(acc);
+    size_t first_inside = out.size();
     uint64_t inner = allowed;
     for (auto& r : ranges)
       push(r), inner |= bit.at(r.get());
@@ -82,7 +84,8 @@ struct Linearizer {
     for (auto& acc : group) {
       const Acc& a = accs.at(acc.get());
       UOpRef upd = alu(a.op, {acc, a.value});
-      push(upd);
+      if (UOpRef safe = pm_semantics().rewrite(upd)) upd = safe; // a float max keeps NaN
+      emit(upd, inner);
       push(UOp::make(Ops::ASSIGN, acc->dtype, {acc, upd}));
     }
     for (auto it = ranges.rbegin(); it != ranges.rend(); ++it)
@@ -93,6 +96,20 @@ struct Linearizer {
     for (auto& r : ranges)
       closed |= bit.at(r.get());
     std::erase_if(emitted, [&](const UOp* u) { return (mask(u) & closed) != 0; });
+    // so are values read from an accumulator inside its loop (acc != acc in a NaN-aware max):
+    // after the loop the accumulator holds another value
+    std::unordered_set<const UOp*> reads_acc;
+    for (auto& acc : group)
+      reads_acc.insert(acc.get());
+    for (size_t k = first_inside; k < out.size(); k++) {
+      const UOp* u = out[k].get();
+      if (u->op == Ops::DEFINE_ACC) continue;
+      for (auto& s : u->src)
+        if (reads_acc.count(s.get())) {
+          reads_acc.insert(u), emitted.erase(u);
+          break;
+        }
+    }
   }
 
   // toposort hands out raw pointers; emit needs the owning reference

@@ -1,4 +1,5 @@
 #include "engine/codegen/lowerer.h"
+#include "engine/codegen/semantics.h"
 
 #include "engine/codegen/heuristic.h"
 #include "engine/codegen/linearize.h"
@@ -423,8 +424,8 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, cons
     if (range) to_loops.push_back({special.get(), range});
   UOpRef loops = to_loops.empty() ? k.lowered : substitute(k.lowered, to_loops);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
-  k.simplified =
-      graph_rewrite(graph_rewrite(loops, pm_divide()), settings().noopt ? symbolic_simple() : symbolic());
+  k.simplified = apply_semantics(
+      graph_rewrite(graph_rewrite(loops, pm_divide()), settings().noopt ? symbolic_simple() : symbolic()));
   k.linear = linearize(k.simplified);
   if (target.max_thread_iterations > 0) { // every loop's trips times those of the loops around it
     int64_t total = 0, trips = 1;
