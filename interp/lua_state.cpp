@@ -415,6 +415,8 @@ int open_all(lua_State* L) {
   lua_setfield(L, -2, "mgjit");
   lua_pushcfunction(L, open_mgargs);
   lua_setfield(L, -2, "mgargs");
+  lua_pushcfunction(L, open_mgjson);
+  lua_setfield(L, -2, "mgjson");
   lua_pop(L, 1);
   open_stdlib(L);
   load_repl_module(L);
