@@ -17,7 +17,7 @@ M.params = {} -- name -> parameter names, for :help
 function M.is_tensor(v) return show.typeof(v) == "Tensor" end
 
 -- The C++ bindings as they were before any Lua wrapped them (taken when this module loads,
--- which stdlib/tensor_ext.lua does first): wrappers call these, never themselves.
+-- which stdlib/tensor.lua does first): wrappers call these, never themselves.
 M.raw = {}
 for k, v in pairs(Tensor) do M.raw[k] = v end
 
