@@ -14,6 +14,15 @@ M.wrap = require("mgargs").wrap
 
 M.params = {} -- name -> parameter names, for :help
 
+-- name -> its :help text: a string, or {signature, text} where the parameter names do not make
+-- one. Each stdlib/tensor*.lua file calls doc(name, text) beside the method's definition, so a
+-- method and its doc have one home; stdlib/help.lua serves this table as help.tensor.
+M.docs = {}
+function M.doc(name, text)
+  assert(M.docs[name] == nil, "args.doc: Tensor." .. name .. " is documented twice")
+  M.docs[name] = text
+end
+
 function M.is_tensor(v) return show.typeof(v) == "Tensor" end
 
 -- The C++ bindings as they were before any Lua wrapped them (taken when this module loads,

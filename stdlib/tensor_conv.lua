@@ -3,6 +3,7 @@
 local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
 
 local function tuple(name, v, n)
@@ -152,6 +153,7 @@ local function pool_setup(name, x, kernel_size, stride, dilation, padding)
   return k, s, d, pool_pads(name, padding, n), axes
 end
 
+doc("max_pool2d", "max over each window of the last dims (kernel_size default 2x2, stride = kernel)")
 def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "return_indices" },
   function(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
     local k, s, d, pads, axes = pool_setup("max_pool2d", self, kernel_size, stride, dilation, padding)
@@ -166,6 +168,7 @@ def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "cei
     return pooled:max(axes), sz - idx:max(axes)
   end)
 
+doc("avg_pool2d", "mean over each window of the last dims")
 def("avg_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "count_include_pad" },
   function(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
     local k, s, d, reg, axes = pool_setup("avg_pool2d", self, kernel_size, stride, dilation, padding)
@@ -181,6 +184,7 @@ def("avg_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "cei
     return pool(self, cp):sum(axes) / pool(T.ones_like(self:pad(reg)), extra):sum(axes)
   end)
 
+doc("max_unpool2d", "put each value back at the position max_pool2d's indices name")
 def("max_unpool2d", { "self", "indices", "kernel_size", "stride", "dilation", "padding", "output_size" },
   function(self, indices, kernel_size, stride, dilation, padding, output_size)
     local bs, c = self.shape[1], self.shape[2]
@@ -256,6 +260,7 @@ end
 -- x:conv2d(weight [, bias, groups=1, stride=1, dilation=1, padding=0, dtype]), as tinygrad: x is
 -- (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); any number of spatial dims (conv1d
 -- on 3-d input). Windows (a view) times weights, summed.
+doc("conv2d", "convolution over the spatial dims of (N, C, ...) (1-d, 2-d, ...): windows (a view) times weight, summed")
 def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "dtype" },
   function(self, w, b, groups, stride, dilation, padding, dtype)
     if not is_tensor(w) then error("conv2d: weight must be a Tensor", 0) end
@@ -316,6 +321,7 @@ def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "paddi
 -- x:conv_transpose2d(weight [, bias, groups, stride, dilation, padding, output_padding]): weight
 -- is (Cin, Cout/groups, *kernel). The input is spread out by the stride (zeros between), then
 -- convolved with the flipped, transposed weight.
+doc("conv_transpose2d", "transposed convolution (the gradient of conv2d w.r.t. its input)")
 def("conv_transpose2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "output_padding" },
   function(self, w, b, groups, stride, dilation, padding, output_padding)
     if not is_tensor(w) then error("conv_transpose2d: weight must be a Tensor", 0) end

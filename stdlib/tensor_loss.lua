@@ -3,9 +3,11 @@
 local args = require "args"
 local T = Tensor
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
 
 -- x:one_hot([num_classes=max+1]) -> int32 rows with a 1 at each id (tinygrad's dtype)
+doc("one_hot", "int32 rows with a 1 at each id (num_classes default max + 1)")
 def("one_hot", { "self", "num_classes" }, function(self, n)
   if not dtypes.is_int(self.dtype) then error("one_hot: expects an int tensor, got " .. self.dtype, 0) end
   if n == nil or n == -1 then n = self:numel() > 0 and (self:max() + 1):item() or 0 end
@@ -21,15 +23,19 @@ local function reduce_loss(name, x, reduction)
   error(("%s: reduction must be 'mean', 'sum' or 'none', got %s"):format(name, tostring(reduction)), 0)
 end
 
+doc("binary_crossentropy", "-(y log p + (1-y) log(1-p)); reduction mean, sum or none")
 def("binary_crossentropy", { "self", "Y", "reduction" }, function(self, Y, reduction)
   return reduce_loss("binary_crossentropy", -Y * self:log() - (1 - Y) * (1 - self):log(), reduction)
 end)
+doc("binary_crossentropy_logits", "binary cross-entropy of sigmoid(x), computed stably")
 def("binary_crossentropy_logits", { "self", "Y", "reduction" }, function(self, Y, reduction)
   return reduce_loss("binary_crossentropy_logits", self:maximum(0) - Y * self + (1 + (-self:abs()):exp()):log(), reduction)
 end)
 
 -- logits:sparse_categorical_crossentropy(Y [, ignore_index=-1, label_smoothing=0, reduction="mean"]).
 -- As tinygrad, ignore_index=-1 ignores nothing; "mean" divides by the count of counted labels.
+doc("sparse_categorical_crossentropy",
+  "negative log-likelihood of the right class from logits; reduction mean, sum or none")
 def("sparse_categorical_crossentropy", { "self", "Y", "ignore_index", "label_smoothing", "reduction" },
   function(self, Y, ignore_index, ls, reduction)
     ignore_index, ls, reduction = ignore_index or -1, ls or 0.0, reduction or "mean"
@@ -51,6 +57,7 @@ def("sparse_categorical_crossentropy", { "self", "Y", "ignore_index", "label_smo
 
 -- logits:cross_entropy(Y [, reduction, label_smoothing]): classes on dim 1, as tinygrad; Y holds
 -- class ids (int) or probabilities (float, same shape as the logits)
+doc("cross_entropy", "cross-entropy from logits (classes on dim 1), Y as class ids or probabilities")
 def("cross_entropy", { "self", "Y", "reduction", "label_smoothing" }, function(self, Y, reduction, ls)
   ls = ls or 0.0
   if ls < 0 or ls > 1 then error("cross_entropy: label_smoothing must be in [0, 1]", 0) end
@@ -61,6 +68,7 @@ def("cross_entropy", { "self", "Y", "reduction", "label_smoothing" }, function(s
   return reduce_loss("cross_entropy", -self:log_softmax(ax):mul(Y):sum(ax), reduction)
 end)
 
+doc("nll_loss", "negative log-likelihood from log-probabilities (classes on dim 1)")
 def("nll_loss", { "self", "Y", "weight", "ignore_index", "reduction" }, function(self, Y, weight, ignore_index, reduction)
   local w = weight and weight[Y] or T.ones_like(Y, { dtype = self.dtype })
   local mw = ignore_index and w * Y:ne(ignore_index) or w
@@ -71,6 +79,7 @@ def("nll_loss", { "self", "Y", "weight", "ignore_index", "reduction" }, function
 end)
 
 -- kept for code written before tinygrad's names: ((x - y)^2).mean()
+doc("mse", "mean squared error (not in tinygrad; kept for older scripts)")
 def("mse", { "self", "Y" }, function(self, Y) return (self - Y):square():mean() end)
 
 return T

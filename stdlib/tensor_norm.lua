@@ -2,7 +2,9 @@
 local args = require "args"
 local T = Tensor
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 
+doc("layernorm", "normalize to zero mean and unit variance over axis (a number or a list)")
 def("layernorm", { "self", "axis", "eps" }, function(self, axis, eps)
   axis, eps = axis or -1, eps or 1e-5
   local y = self - self:mean(axis, true)
@@ -10,6 +12,7 @@ def("layernorm", { "self", "axis", "eps" }, function(self, axis, eps)
 end)
 
 -- x:batchnorm(weight, bias, mean, invstd [, axis=1]): (x - mean) * invstd * weight + bias
+doc("batchnorm", "(x - mean) * invstd * weight + bias along axis (default 1)")
 def("batchnorm", { "self", "weight", "bias", "mean", "invstd", "axis" }, function(self, weight, bias, mean, invstd, axis)
   local ax = T._axes("batchnorm", self, axis or 1)
   local on = {}
