@@ -379,7 +379,7 @@ void open_stdlib(lua_State* L) {
   lua_pop(L, 1);
   // module -> the global it becomes ("" for modules that only add Tensor methods)
   const std::pair<const char*, const char*> globals[] = {
-      {"show", "show"},   {"tensor_ext", ""},       {"nn", "nn"},      {"optim", "optim"},
+      {"show", "show"},   {"tensor", ""},           {"nn", "nn"},      {"optim", "optim"},
       {"state", "state"}, {"datasets", "datasets"}, {"jit", "TinyJit"}};
   for (auto [mod, global] : globals) {
     lua_getglobal(L, "require");
@@ -415,6 +415,8 @@ int open_all(lua_State* L) {
   lua_setfield(L, -2, "mgjit");
   lua_pushcfunction(L, open_mgargs);
   lua_setfield(L, -2, "mgargs");
+  lua_pushcfunction(L, open_mgjson);
+  lua_setfield(L, -2, "mgjson");
   lua_pop(L, 1);
   open_stdlib(L);
   load_repl_module(L);

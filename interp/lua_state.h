@@ -53,11 +53,12 @@ void get_attr(lua_State* L, int idx, const char* key); // pushes the value (nil 
 void set_attr(lua_State* L, int idx, const char* key, int value_idx);
 // Sets requires_grad and keeps the tensor in the weak registry backward() searches.
 void set_requires_grad(lua_State* L, int idx, bool on);
+// Tensor:backward, Tensor.gradient, assign, detach (bind_autograd.cpp)
 void open_autograd(lua_State* L);
 int open_mgio(lua_State* L);   // require "mgio" (bind_io.cpp)
 int open_mgjit(lua_State* L);  // require "mgjit" (bind_jit.cpp)
-int open_mgargs(lua_State* L); // require "mgargs" (bind_args.cpp): keyword arguments // Tensor:backward,
-                               // Tensor.gradient, assign, detach (bind_autograd.cpp)
+int open_mgargs(lua_State* L); // require "mgargs" (bind_args.cpp): keyword arguments
+int open_mgjson(lua_State* L); // require "mgjson" (bind_json.cpp): JSON through nlohmann-json
 
 // ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
 void push_uop(lua_State* L, UOpRef u);

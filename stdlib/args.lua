@@ -14,10 +14,19 @@ M.wrap = require("mgargs").wrap
 
 M.params = {} -- name -> parameter names, for :help
 
+-- name -> its :help text: a string, or {signature, text} where the parameter names do not make
+-- one. Each stdlib/tensor*.lua file calls doc(name, text) beside the method's definition, so a
+-- method and its doc have one home; stdlib/help.lua serves this table as help.tensor.
+M.docs = {}
+function M.doc(name, text)
+  assert(M.docs[name] == nil, "args.doc: Tensor." .. name .. " is documented twice")
+  M.docs[name] = text
+end
+
 function M.is_tensor(v) return show.typeof(v) == "Tensor" end
 
 -- The C++ bindings as they were before any Lua wrapped them (taken when this module loads,
--- which stdlib/tensor_ext.lua does first): wrappers call these, never themselves.
+-- which stdlib/tensor.lua does first): wrappers call these, never themselves.
 M.raw = {}
 for k, v in pairs(Tensor) do M.raw[k] = v end
 

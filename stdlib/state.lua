@@ -2,6 +2,7 @@
 -- (8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
 -- then the raw little-endian data), readable by other safetensors implementations.
 local state = {}
+local json = require "mgjson" -- nlohmann-json, bound in interp/bind_json.cpp
 
 -- ---------------------------------------------------------------- state dicts
 
@@ -74,108 +75,6 @@ function state.load_state_dict(obj, sd, strict)
   if #done > 0 then Tensor.realize_all(done) end
 end
 
--- ---------------------------------------------------------------- a small JSON reader
-
-local json_null = setmetatable({}, { __name = "null" })
-
-local function json_decode(s, where)
-  local pos = 1
-  local function fail(msg) error(("%s: bad JSON header at byte %d: %s"):format(where, pos, msg), 0) end
-  local function ws() pos = s:find("[^ \t\r\n]", pos) or #s + 1 end
-  local value
-  local function str()
-    local out, i = {}, pos + 1
-    while true do
-      local c = s:sub(i, i)
-      if c == "" then fail("unterminated string") end
-      if c == '"' then break end
-      if c == "\\" then
-        local e = s:sub(i + 1, i + 1)
-        local map = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t" }
-        if map[e] then
-          out[#out + 1] = map[e]
-          i = i + 2
-        elseif e == "u" then
-          local hex = s:sub(i + 2, i + 5)
-          if not hex:match("^%x%x%x%x$") then fail("bad \\u escape") end
-          out[#out + 1] = utf8.char(tonumber(hex, 16))
-          i = i + 6
-        else
-          fail("bad escape")
-        end
-      else
-        out[#out + 1] = c
-        i = i + 1
-      end
-    end
-    pos = i + 1
-    return table.concat(out)
-  end
-  function value(depth)
-    if depth > 32 then fail("nested too deep") end
-    ws()
-    local c = s:sub(pos, pos)
-    if c == "{" then
-      local t = {}
-      pos = pos + 1
-      ws()
-      if s:sub(pos, pos) == "}" then pos = pos + 1; return t end
-      while true do
-        ws()
-        if s:sub(pos, pos) ~= '"' then fail("expected a key") end
-        local k = str()
-        ws()
-        if s:sub(pos, pos) ~= ":" then fail("expected ':'") end
-        pos = pos + 1
-        t[k] = value(depth + 1)
-        ws()
-        local d = s:sub(pos, pos)
-        pos = pos + 1
-        if d == "}" then return t end
-        if d ~= "," then fail("expected ',' or '}'") end
-      end
-    elseif c == "[" then
-      local t = {}
-      pos = pos + 1
-      ws()
-      if s:sub(pos, pos) == "]" then pos = pos + 1; return t end
-      while true do
-        t[#t + 1] = value(depth + 1)
-        ws()
-        local d = s:sub(pos, pos)
-        pos = pos + 1
-        if d == "]" then return t end
-        if d ~= "," then fail("expected ',' or ']'") end
-      end
-    elseif c == '"' then
-      return str()
-    else
-      local num = s:match("^-?%d+%.?%d*[eE]?[-+]?%d*", pos)
-      if num and #num > 0 then
-        pos = pos + #num
-        return math.tointeger(tonumber(num)) or tonumber(num)
-      end
-      for lit, v in pairs({ ["true"] = true, ["false"] = false, ["null"] = json_null }) do
-        if s:sub(pos, pos + #lit - 1) == lit then
-          pos = pos + #lit
-          return v
-        end
-      end
-      fail("unexpected '" .. c .. "'")
-    end
-  end
-  local v = value(0)
-  ws()
-  if pos <= #s then fail("trailing characters") end
-  return v
-end
-state._json_decode = json_decode
-
-local function json_string(s) return '"' .. s:gsub('[%c"\\]', function(c)
-  return ({ ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" })[c] or
-      ("\\u%04x"):format(c:byte())
-end) .. '"' end
-
 -- ---------------------------------------------------------------- safetensors
 
 local to_st = { float64 = "F64", float32 = "F32", float16 = "F16", bfloat16 = "BF16", int64 = "I64", int32 = "I32",
@@ -198,20 +97,18 @@ function state.safe_save(sd, path, metadata)
   for _, k in ipairs(names) do
     local t = sd[k]
     local bytes = t:tobytes()
-    local shape = {}
-    for i, d in ipairs(t.shape) do shape[i] = tostring(d) end
-    header[#header + 1] = ('%s:{"dtype":"%s","shape":[%s],"data_offsets":[%d,%d]}'):format(json_string(k), to_st[t.dtype],
-      table.concat(shape, ","), offset, offset + #bytes)
+    header[k] = { dtype = to_st[t.dtype], shape = json.array(table.move(t.shape, 1, #t.shape, 1, {})),
+      data_offsets = json.array { offset, offset + #bytes } }
     blobs[#blobs + 1] = bytes
     offset = offset + #bytes
   end
   if metadata then
     local m = {}
-    for k, v in pairs(metadata) do m[#m + 1] = json_string(tostring(k)) .. ":" .. json_string(tostring(v)) end
-    table.sort(m)
-    table.insert(header, 1, '"__metadata__":{' .. table.concat(m, ",") .. "}")
+    for k, v in pairs(metadata) do m[tostring(k)] = tostring(v) end
+    header.__metadata__ = m
   end
-  local h = "{" .. table.concat(header, ",") .. "}"
+  local ok, h = pcall(json.encode, header)
+  if not ok then error("safe_save: " .. tostring(h), 2) end
   h = h .. (" "):rep((8 - #h % 8) % 8) -- pad the header to 8 bytes, as the reference writer does
   local tmp = path .. ".tmp" .. tostring(math.random(1 << 30))
   local f, err = io.open(tmp, "wb")
@@ -241,8 +138,8 @@ function state.safe_load(path)
   local n = string.unpack("<I8", data)
   if n < 2 or n > #data - 8 then bad(("header length %d does not fit in %d bytes"):format(n, #data)) end
   if not data:sub(9, 8 + n):match("^%s*{") then bad("the header is not a JSON object") end
-  local ok, header = pcall(json_decode, data:sub(9, 8 + n), path)
-  if not ok then error("safe_load: " .. header, 2) end
+  local ok, header = pcall(json.decode, data:sub(9, 8 + n))
+  if not ok then bad("bad JSON header: " .. (tostring(header):match("bad JSON: (.*)") or tostring(header))) end
   if type(header) ~= "table" then bad("the header is not a JSON object") end
   local base, size = 8 + n, #data - 8 - n
   local out = {}

@@ -3,6 +3,7 @@
 local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 
 local function is_dtype(s)
   return type(s) == "string" and pcall(dtypes.itemsize, s)
@@ -84,6 +85,9 @@ getmetatable(T).__call = args.wrap("Tensor", { "cls", "data", "device", "dtype",
     end)
   end)
 
+doc("zeros", "a tensor of zeros (float32 unless dtype is given): Tensor.zeros(2, 3, {dtype='int32'})")
+doc("ones", "a tensor of ones")
+doc("empty", "an allocated tensor whose values are undefined")
 for _, name in ipairs({ "zeros", "ones", "empty" }) do
   local f = C[name]
   def_on(name, { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, requires_grad)
@@ -93,11 +97,13 @@ for _, name in ipairs({ "zeros", "ones", "empty" }) do
   end)
 end
 
+doc("full", "a tensor filled with fill_value (a broadcast constant: no memory)")
 def_on("full", { "shape", "fill_value", "dtype", "device", "requires_grad" }, function(shape, v, dtype, device, rg)
   if type(shape) ~= "table" then shape = { shape } end
   return finish(dtype and C.full(shape, v, dtype) or C.full(shape, v), rg)
 end)
 
+doc("arange", "start, start+step, ... below stop (arange(stop) counts from 0)")
 def_on("arange", { "start", "stop", "step", "dtype", "device", "requires_grad" }, function(start, stop, step, dtype, device, rg)
   local a = { start }
   if stop ~= nil then a[2] = stop end
@@ -106,6 +112,7 @@ def_on("arange", { "start", "stop", "step", "dtype", "device", "requires_grad" }
   return finish(C.arange(table.unpack(a)), rg)
 end)
 
+doc("linspace", "steps values from start to stop, both included")
 def_on("linspace", { "start", "stop", "steps", "dtype", "device", "requires_grad" }, function(start, stop, steps, dtype, device, rg)
   if math.type(steps) ~= "integer" or steps < 0 then
     error(("linspace: steps must be a non-negative integer, got %s"):format(tostring(steps)), 0)
@@ -121,6 +128,7 @@ def_on("linspace", { "start", "stop", "steps", "dtype", "device", "requires_grad
   return finish(r, rg)
 end)
 
+doc("eye", "the n x m identity matrix (m defaults to n)")
 def_on("eye", { "n", "m", "dtype", "device", "requires_grad" }, function(n, m, dtype, device, rg)
   if math.type(n) ~= "integer" or n < 0 or (m ~= nil and (math.type(m) ~= "integer" or m < 0)) then
     error(("eye: n and m must be non-negative integers, got %s, %s"):format(tostring(n), tostring(m)), 0)
@@ -133,15 +141,20 @@ end)
 -- ---------------------------------------------------------------- *_like
 
 local like_params = { "self", "dtype", "device", "requires_grad" }
+doc("full_like", "a tensor shaped like x, filled with fill_value")
 def("full_like", { "self", "fill_value", "dtype", "device", "requires_grad" }, function(self, v, dtype, device, rg)
   return T.full(self.shape, v, dtype or self.dtype, device, rg)
 end)
+doc("zeros_like", "zeros shaped like x")
 def("zeros_like", like_params, function(self, dtype, device, rg) return T.full_like(self, 0, dtype, device, rg) end)
+doc("ones_like", "ones shaped like x")
 def("ones_like", like_params, function(self, dtype, device, rg) return T.full_like(self, 1, dtype, device, rg) end)
+doc("rand_like", "uniform [0, 1) values shaped like x")
 def("rand_like", like_params, function(self, dtype, device, rg)
   local d = dtype or self.dtype
   return T.rand(self.shape, { dtype = dtypes.is_float(d) and d or "float32", device = device, requires_grad = rg })
 end)
+doc("randn_like", "standard normal values shaped like x")
 def("randn_like", like_params, function(self, dtype, device, rg)
   local d = dtype or self.dtype
   return T.randn(self.shape, { dtype = dtypes.is_float(d) and d or "float32", device = device, requires_grad = rg })
@@ -149,11 +162,14 @@ end)
 
 -- ---------------------------------------------------------------- random
 
+doc("manual_seed", "reseed the random functions")
 def("manual_seed", { "seed" }, function(seed)
   if math.type(seed) ~= "integer" then error(("manual_seed: seed must be an integer, got %s"):format(tostring(seed)), 0) end
   return C.manual_seed(seed)
 end)
 
+doc("rand", "uniform random values in [0, 1) (seeded by manual_seed)")
+doc("randn", "standard normal random values")
 for _, name in ipairs({ "rand", "randn" }) do
   local f = C[name]
   def_on(name, { "...", "dtype", "device", "requires_grad", "contiguous" }, function(rest, dtype, device, rg)
@@ -166,12 +182,14 @@ for _, name in ipairs({ "rand", "randn" }) do
   end)
 end
 
+doc("uniform", "uniform random values in [low, high)")
 def("uniform", { "...", "low", "high", "dtype", "device", "requires_grad" }, function(rest, low, high, dtype, device, rg)
   low, high = low or 0.0, high or 1.0
   local r = ((high - low) * T.rand(shape_of("uniform", rest), { device = device })):cast(dtype or "float32") + low
   return finish(r, rg)
 end)
 
+doc("randint", "random integers in [low, high) (default [0, 10))")
 def("randint", { "...", "low", "high", "dtype", "device", "requires_grad" }, function(rest, low, high, dtype, device, rg)
   low, high, dtype = low or 0, high or 10, dtype or "int32"
   if math.type(low) ~= "integer" or math.type(high) ~= "integer" then
@@ -182,6 +200,7 @@ def("randint", { "...", "low", "high", "dtype", "device", "requires_grad" }, fun
   return finish(r, rg)
 end)
 
+doc("normal", "normal random values with mean and std")
 def("normal", { "...", "mean", "std", "dtype", "device", "requires_grad" }, function(rest, mean, std, dtype, device, rg)
   local r = (std or 1.0) * T.randn(shape_of("normal", rest), { dtype = dtype, device = device }) + (mean or 0.0)
   return finish(r, rg)
@@ -193,21 +212,25 @@ local function fan_shape(name, rest)
   for i = 2, #s do p = p * s[i] end
   return s, p
 end
+doc("scaled_uniform", "uniform in [-1, 1) scaled by numel^-0.5")
 def("scaled_uniform", { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, rg)
   local s, p = fan_shape("scaled_uniform", rest)
   local n = (s[1] or 1) * p
   return finish(T.uniform(s, { low = -1.0, high = 1.0, dtype = dtype, device = device }) * (n ^ -0.5), rg)
 end)
+doc("glorot_uniform", "Glorot/Xavier uniform initialization")
 def("glorot_uniform", { "...", "dtype", "device", "requires_grad" }, function(rest, dtype, device, rg)
   local s, p = fan_shape("glorot_uniform", rest)
   return finish(T.uniform(s, { low = -1.0, high = 1.0, dtype = dtype, device = device }) * math.sqrt(6 / ((s[1] or 1) + p)), rg)
 end)
+doc("kaiming_uniform", "Kaiming/He uniform initialization (leaky-relu slope a)")
 def("kaiming_uniform", { "...", "a", "dtype", "device", "requires_grad" }, function(rest, a, dtype, device, rg)
   local s, p = fan_shape("kaiming_uniform", rest)
   a = a or 0.01
   local bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a * a)) / math.sqrt(p)
   return finish(T.uniform(s, { low = -bound, high = bound, dtype = dtype, device = device }), rg)
 end)
+doc("kaiming_normal", "Kaiming/He normal initialization")
 def("kaiming_normal", { "...", "a", "dtype", "device", "requires_grad" }, function(rest, a, dtype, device, rg)
   local s, p = fan_shape("kaiming_normal", rest)
   a = a or 0.01
@@ -215,12 +238,14 @@ def("kaiming_normal", { "...", "a", "dtype", "device", "requires_grad" }, functi
   return finish(T.normal(s, { mean = 0.0, std = std, dtype = dtype, device = device }), rg)
 end)
 
+doc("randperm", "a random permutation of 0..n-1")
 def("randperm", { "n", "device", "dtype", "requires_grad" }, function(n, device, dtype, rg)
   if math.type(n) ~= "integer" or n < 0 then error(("randperm: n must be a non-negative integer, got %s"):format(tostring(n)), 0) end
   local _, idx = T.rand(n, { device = device }):sort()
   return finish(idx:cast(dtype or "int32"), rg)
 end)
 
+doc("multinomial", "draw indices with probability proportional to the weights")
 def("multinomial", { "self", "num_samples", "replacement" }, function(self, num_samples, replacement)
   num_samples = num_samples or 1
   if self.ndim < 1 or self.ndim > 2 then error("multinomial: needs a 1-d or 2-d tensor of weights", 0) end

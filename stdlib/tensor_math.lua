@@ -3,6 +3,7 @@
 local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 
 local is_tensor = args.is_tensor
 local function is_float(t) return dtypes.is_float(t.dtype) end
@@ -13,6 +14,11 @@ end
 -- ---------------------------------------------------------------- arithmetic with options
 
 -- x:add(y [, reverse]): reverse=true computes y + x, as tinygrad's reverse flag
+doc("add", "x + y, broadcasting (reverse=true gives y + x)")
+doc("sub", "x - y, broadcasting")
+doc("mul", "x * y, broadcasting")
+doc("idiv", "floor division (x // y, rounds down as Lua and Python)")
+doc("pow", "x ^ y elementwise")
 for _, name in ipairs({ "add", "sub", "mul", "idiv", "pow" }) do
   local f = C[name]
   def(name, { "self", "x", "reverse" }, function(self, x, reverse)
@@ -22,6 +28,7 @@ for _, name in ipairs({ "add", "sub", "mul", "idiv", "pow" }) do
 end
 
 -- x:div(y [, reverse, rounding_mode]): rounding_mode "trunc" or "floor" rounds the quotient
+doc("div", "true division (ints become float32); rounding_mode 'trunc' or 'floor'")
 def("div", { "self", "x", "reverse", "rounding_mode" }, function(self, x, reverse, mode)
   local a, b = self, x
   if reverse then a, b = x, self end
@@ -33,13 +40,16 @@ def("div", { "self", "x", "reverse", "rounding_mode" }, function(self, x, revers
   return T._alu("IDIV", a, b) -- C's division truncates
 end)
 
+doc("matmul", "matrix product (a reshape, a broadcast multiply and a sum)")
 def("matmul", { "self", "x", "reverse", "dtype" }, function(self, x, reverse, dtype)
   local r = reverse and C.matmul(x, self) or C.matmul(self, x)
   return dtype and r:cast(dtype) or r
 end)
+doc("dot", "alias of matmul")
 def("dot", { "self", "w", "dtype" }, function(self, w, dtype) return T.matmul(self, w, false, dtype) end)
 
 -- x % y: the remainder with the divisor's sign (floor division), as Python and tinygrad
+doc("mod", "x % y: the remainder with the divisor's sign")
 def("mod", { "self", "x", "reverse" }, function(self, x, reverse)
   local a, b = T._broadcasted(self, x)
   if reverse then a, b = b, a end
@@ -52,9 +62,13 @@ local function bitwise(name, op)
     return T._alu(op, self, x)
   end)
 end
+doc("bitwise_and", "x & y for int or bool tensors")
 bitwise("bitwise_and", "AND")
+doc("bitwise_or", "x | y for int or bool tensors")
 bitwise("bitwise_or", "OR")
+doc("bitwise_xor", "x ~ y (Lua's binary ~) for int or bool tensors")
 bitwise("bitwise_xor", "XOR")
+doc("bitwise_not", "~x: flips every bit (logical not for bool)")
 def("bitwise_not", { "self" }, function(self)
   if self.dtype == "bool" then return self:logical_not() end
   if not dtypes.is_int(self.dtype) then error("bitwise_not: needs an int or bool tensor, got " .. self.dtype, 0) end
@@ -71,7 +85,9 @@ local function shift(name, op)
     return T._alu(op, self, x)
   end)
 end
+doc("lshift", "x << n for int tensors")
 shift("lshift", "SHL")
+doc("rshift", "x >> n for int tensors (arithmetic for signed ints)")
 shift("rshift", "SHR")
 
 -- The operators. Lua calls a metamethod with the tensor on either side.
@@ -96,18 +112,30 @@ mt.__shr = function(a, b)
   return a:rshift(b)
 end
 
+doc("maximum", "elementwise max of two tensors")
 def("maximum", { "self", "x" }, C.maximum)
+doc("minimum", "elementwise min of two tensors")
 def("minimum", { "self", "x" }, C.minimum)
+doc("where", "x where self (the condition) is true, else y")
 def("where", { "self", "x", "y" }, C.where)
+doc("masked_fill", "value where mask is true, else x")
 def("masked_fill", { "self", "mask", "value" }, function(self, mask, value)
   check_tensor("masked_fill", mask)
   return mask:where(value, self)
 end)
+doc("copysign", "|x| with the sign of other")
 def("copysign", { "self", "other" }, function(self, other)
   local _, o = T._broadcasted(self, other)
   return o:lt(0):where(-self:abs(), self:abs()) + o * 0
 end)
+doc("lerp", "x + (end - x) * weight")
 def("lerp", { "self", "end", "weight" }, function(self, e, w) return self + (e - self) * w end)
+doc("lt", "x < y elementwise, as bool")
+doc("le", "x <= y elementwise, as bool")
+doc("gt", "x > y elementwise, as bool")
+doc("ge", "x >= y elementwise, as bool")
+doc("eq", "x == y elementwise, as bool (Lua's == compares objects)")
+doc("ne", "x ~= y elementwise, as bool")
 for _, name in ipairs({ "lt", "le", "gt", "ge", "eq", "ne" }) do def(name, { "self", "x" }, C[name]) end
 
 -- ---------------------------------------------------------------- rounding and classes
@@ -115,26 +143,31 @@ for _, name in ipairs({ "lt", "le", "gt", "ge", "eq", "ne" }) do def(name, { "se
 -- Float values of at least 2^(mantissa bits) are integers already; casting them (or inf/nan)
 -- to an int would overflow, so only smaller magnitudes go through int64.
 local exact = { float16 = 2 ^ 10, bfloat16 = 2 ^ 7, float32 = 2 ^ 23, float64 = 2 ^ 52 }
+doc("trunc", "round toward zero")
 def("trunc", { "self" }, function(self)
   if not is_float(self) then return self end
   local t = self:cast("int64"):cast(self.dtype)
   return self:abs():lt(exact[self.dtype]):where(t, self)
 end)
+doc("ceil", "round up")
 def("ceil", { "self" }, function(self)
   local b = self:trunc()
   return self:gt(b):where(b + 1, b)
 end)
+doc("floor", "round down")
 def("floor", { "self" }, function(self)
   local b = self:trunc()
   return self:lt(b):where(b - 1, b)
 end)
 -- round half to even, as PyTorch, numpy and tinygrad
+doc("round", "round to nearest, ties to even")
 def("round", { "self" }, function(self)
   if not is_float(self) then return self end
   local r = (self + 0.5):floor()
   local tie, odd = (r - self):eq(0.5), (r % 2):ne(0)
   return (tie:bitwise_and(odd)):where(r - 1, r)
 end)
+doc("isinf", "true where x is +inf (detect_positive) or -inf (detect_negative)")
 def("isinf", { "self", "detect_positive", "detect_negative" }, function(self, pos, neg)
   if pos == nil then pos = true end
   if neg == nil then neg = true end
@@ -143,17 +176,22 @@ def("isinf", { "self", "detect_positive", "detect_negative" }, function(self, po
   if neg then r = r:bitwise_or(self:eq(-math.huge)) end
   return r
 end)
+doc("isnan", "true where x is nan")
 def("isnan", { "self" }, function(self) return self:ne(self) end)
+doc("isfinite", "true where x is neither inf nor nan")
 def("isfinite", { "self" }, function(self) return self:isinf():bitwise_or(self:isnan()):logical_not() end)
+doc("sign", "-1, 0 or 1 (nan stays nan)")
 def("sign", { "self" }, function(self)
   local one = T.full_like(self, 1)
   return self:ne(0):where(self:lt(0):where(T.full_like(self, -1), one), T.full_like(self, 0)) + self * 0
 end)
+doc("clamp", "clip values to [min_, max_] (either may be nil)")
 def("clamp", { "self", "min_", "max_" }, function(self, lo, hi)
   if lo == nil and hi == nil then error("clamp: give min_ or max_ (or both)", 0) end
   local r = lo ~= nil and self:maximum(lo) or self
   return hi ~= nil and r:minimum(hi) or r
 end)
+doc("clip", "alias of clamp")
 T.clip = T.clamp
 args.params.clip = args.params.clamp
 
@@ -164,21 +202,31 @@ local function polyN(x, coeffs)
   for i = 2, #coeffs do r = r * x + coeffs[i] end
   return r
 end
+doc("tan", "tangent (sin / cos)")
 def("tan", { "self" }, function(self) return self:sin() / self:cos() end)
+doc("asin", "arcsine (a polynomial, as tinygrad)")
 def("asin", { "self" }, function(self)
   local c = { -0.0012624911, 0.0066700901, -0.0170881256, 0.0308918810, -0.0501743046, 0.0889789874, -0.2145988016,
     1.5707963050 }
   local a = self:abs()
   return self:sign() * (math.pi / 2 - (1.0 - a):sqrt() * polyN(a, c))
 end)
+doc("acos", "arccosine")
 def("acos", { "self" }, function(self) return math.pi / 2 - self:asin() end)
+doc("atan", "arctangent")
 def("atan", { "self" }, function(self) return (self / (1 + self * self):sqrt()):asin() end)
+doc("sinh", "hyperbolic sine")
 def("sinh", { "self" }, function(self) return (self:exp() - (-self):exp()) / 2 end)
+doc("cosh", "hyperbolic cosine")
 def("cosh", { "self" }, function(self) return (self:exp() + (-self):exp()) / 2 end)
+doc("atanh", "inverse hyperbolic tangent")
 def("atanh", { "self" }, function(self) return ((1 + self) / (1 - self)):log() / 2 end)
+doc("asinh", "inverse hyperbolic sine")
 def("asinh", { "self" }, function(self) return (self + (self:square() + 1):sqrt()):log() end)
+doc("acosh", "inverse hyperbolic cosine")
 def("acosh", { "self" }, function(self) return (self + (self:square() - 1):sqrt()):log() end)
 -- Abramowitz-Stegun 7.1.26 (max error 1.5e-7), odd-extended, as tinygrad
+doc("erf", "the error function (Abramowitz-Stegun, error < 2e-7)")
 def("erf", { "self" }, function(self)
   local t = 1.0 / (1.0 + 0.3275911 * self:abs())
   return self:sign() * (1.0 - t * polyN(t, { 1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592 }) *
@@ -187,57 +235,85 @@ end)
 
 -- ---------------------------------------------------------------- activations
 
+doc("hardsigmoid", "relu(alpha x + beta) - relu(alpha x + beta - 1)")
 def("hardsigmoid", { "self", "alpha", "beta" }, function(self, alpha, beta)
   alpha, beta = alpha or 1 / 6, beta or 0.5
   return (alpha * self + beta):relu() - (alpha * self + beta - 1):relu()
 end)
+doc("elu", "x for x > 0, alpha * (e^x - 1) otherwise")
 def("elu", { "self", "alpha" }, function(self, alpha)
   alpha = alpha or 1.0
   return self:relu() - (1 - self:exp()):relu() * alpha
 end)
+doc("celu", "max(x, 0) + min(alpha (e^(x/alpha) - 1), 0)")
 def("celu", { "self", "alpha" }, function(self, alpha)
   alpha = alpha or 1.0
   return self:maximum(0) + (alpha * ((self / alpha):exp() - 1)):minimum(0)
 end)
+doc("selu", "gamma * (x for x >= 0, alpha (e^x - 1) otherwise)")
 def("selu", { "self", "alpha", "gamma" }, function(self, alpha, gamma)
   alpha, gamma = alpha or 1.67326, gamma or 1.0507
   return gamma * self:ge(0):detach():where(self, alpha * (self:exp() - 1))
 end)
+doc("silu", "x * sigmoid(x)")
 def("silu", { "self" }, function(self) return self * self:sigmoid() end)
+doc("swish", "alias of silu")
 def("swish", { "self" }, function(self) return self:silu() end)
+doc("relu6", "min(max(x, 0), 6)")
 def("relu6", { "self" }, function(self) return self:relu() - (self - 6):relu() end)
+doc("hardswish", "x * relu6(x + 3) / 6")
 def("hardswish", { "self" }, function(self) return self * (self + 3):relu6() * (1 / 6) end)
+doc("hardtanh", "clip to [min_val, max_val]")
 def("hardtanh", { "self", "min_val", "max_val" }, function(self, lo, hi) return self:clip(lo or -1, hi or 1) end)
 -- the tanh approximation, as tinygrad; 0.5 (1 + tanh u) is written sigmoid(2u), which keeps
 -- its precision where tanh u is near -1 (large negative x)
+doc("gelu", "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), tinygrad's tanh form")
 def("gelu", { "self" }, function(self)
   return self * (2 * math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)):sigmoid()
 end)
+doc("quick_gelu", "x * sigmoid(1.702 x)")
 def("quick_gelu", { "self" }, function(self) return self * (self * 1.702):sigmoid() end)
+doc("leaky_relu", "x for x > 0, neg_slope * x otherwise")
 def("leaky_relu", { "self", "neg_slope" }, function(self, slope)
   slope = slope or 0.01
   return self:relu() - (-slope * self):relu()
 end)
 -- log(1 + e^(beta x)) / beta, stable for large |x|: max(x, 0) + log(1 + e^-|beta x|) / beta
+doc("softplus", "log(1 + e^(beta x)) / beta, computed stably")
 def("softplus", { "self", "beta" }, function(self, beta)
   beta = beta or 1
   local bx = self * beta
   return bx:relu() / beta + ((-bx:abs()):exp() + 1):log() / beta
 end)
+doc("mish", "x * tanh(softplus(x))")
 def("mish", { "self" }, function(self) return self * self:softplus():tanh() end)
+doc("softsign", "x / (1 + |x|)")
 def("softsign", { "self" }, function(self) return self / (1 + self:abs()) end)
 
 -- ---------------------------------------------------------------- dtypes
 
+doc("cast", 'convert to another dtype: x:cast("float16") or x:cast(dtypes.int32)')
 def("cast", { "self", "dtype" }, C.cast)
+doc("bitcast", "reinterpret the bits as another dtype of the same size")
 def("bitcast", { "self", "dtype" }, C.bitcast)
+doc("float", "cast to float32")
+doc("half", "cast to float16")
+doc("double", "cast to float64")
+doc("int", "cast to int32")
+doc("long", "cast to int64")
+doc("bool", "cast to bool")
+doc("bfloat16", "cast to bfloat16")
 for name, dt in pairs({ float = "float32", half = "float16", int = "int32", bool = "bool", double = "float64",
   long = "int64", bfloat16 = "bfloat16" }) do
   def(name, { "self" }, function(self) return self:cast(dt) end)
 end
+doc("is_floating_point", "whether the dtype is a float type")
 def("is_floating_point", { "self" }, function(self) return is_float(self) end)
+doc("element_size", "bytes per element")
 def("element_size", { "self" }, function(self) return dtypes.itemsize(self.dtype) end)
+doc("nbytes", "bytes of all elements")
 def("nbytes", { "self" }, function(self) return self:numel() * dtypes.itemsize(self.dtype) end)
+doc("size", "the shape as a list, or the size of dim")
 def("size", { "self", "dim" }, function(self, dim)
   if dim == nil then return self.shape end
   local n = self.ndim

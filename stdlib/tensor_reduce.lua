@@ -3,6 +3,7 @@
 local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 
 -- Axes as a sorted list of 0-based dims; nil means all. A 0-d tensor takes 0 or -1 and has none.
 local function axes_of(name, x, axis)
@@ -67,9 +68,13 @@ local function reduce_def(name, f)
     return f(self, axis, keepdim)
   end)
 end
+doc("max", "maximum over axis, or everything")
 reduce_def("max", C.max)
+doc("min", "minimum over axis, or everything")
 reduce_def("min", C.min)
+doc("mean", "mean over axis, or everything")
 reduce_def("mean", C.mean)
+doc("sum", "sum over axis (a number or a list), or everything; dtype sets the accumulator")
 def("sum", { "self", "axis", "keepdim", "dtype" }, function(self, axis, keepdim, dtype)
   axes_of("sum", self, axis)
   return C.sum(dtype and self:cast(dtype) or self, axis, keepdim)
@@ -77,6 +82,7 @@ end)
 
 -- prod by pairwise products: pad the row to even length with 1s, multiply its halves, repeat
 -- (log2 n elementwise steps, exact gradients even where an element is 0)
+doc("prod", "product over axis, or everything")
 def("prod", { "self", "axis", "keepdim", "dtype" }, function(self, axis, keepdim, dtype)
   local x = dtype and self:cast(dtype) or self
   local axes = axes_of("prod", x, axis)
@@ -103,30 +109,37 @@ def("prod", { "self", "axis", "keepdim", "dtype" }, function(self, axis, keepdim
   return y:reshape(out)
 end)
 
+doc("any", "true if any element (over axis) is nonzero")
 def("any", { "self", "axis", "keepdim" }, function(self, axis, keepdim)
   axes_of("any", self, axis)
   return self:bool():max(axis, keepdim)
 end)
+doc("all", "true if every element (over axis) is nonzero")
 def("all", { "self", "axis", "keepdim" }, function(self, axis, keepdim)
   return self:logical_not():any(axis, keepdim):logical_not()
 end)
 
+doc("var", "variance over axis, divided by n - correction (default 1)")
 def("var", { "self", "axis", "keepdim", "correction" }, function(self, axis, keepdim, correction)
   local axes = axes_of("var", self, axis)
   local sq = (self - self:mean(axis, true)):square()
   local n = count(self, axes) - (correction == nil and 1 or correction)
   return sq:sum(axis, keepdim):div(math.max(0, n))
 end)
+doc("std", "standard deviation over axis (with correction)")
 def("std", { "self", "axis", "keepdim", "correction" }, function(self, axis, keepdim, correction)
   return self:var(axis, keepdim, correction):sqrt()
 end)
+doc("var_mean", "var and mean, as two results")
 def("var_mean", { "self", "axis", "keepdim", "correction" }, function(self, axis, keepdim, correction)
   return self:var(axis, keepdim, correction), self:mean(axis, keepdim)
 end)
+doc("std_mean", "std and mean, as two results")
 def("std_mean", { "self", "axis", "keepdim", "correction" }, function(self, axis, keepdim, correction)
   return self:std(axis, keepdim, correction), self:mean(axis, keepdim)
 end)
 
+doc("isclose", "|x - other| <= atol + rtol * |other| elementwise (equal_nan: nan matches nan)")
 def("isclose", { "self", "other", "rtol", "atol", "equal_nan" }, function(self, other, rtol, atol, equal_nan)
   rtol, atol = rtol or 1e-5, atol or 1e-8
   local a, b = T._broadcasted(self, other)
@@ -142,25 +155,30 @@ local function axis_of(name, x, axis)
   return axes_of(name, x, axis)[1] -- nil for a 0-d tensor
 end
 
+doc("softmax", "exp(x - max) normalised to sum 1 along axis (default -1)")
 def("softmax", { "self", "axis", "dtype" }, function(self, axis, dtype)
   axis_of("softmax", self, axis or -1)
   return C.softmax(dtype and self:cast(dtype) or self, axis or -1)
 end)
+doc("log_softmax", "log of softmax, computed stably")
 def("log_softmax", { "self", "axis", "dtype" }, function(self, axis, dtype)
   axis_of("log_softmax", self, axis or -1)
   return C.log_softmax(dtype and self:cast(dtype) or self, axis or -1)
 end)
+doc("logsumexp", "log(sum(exp(x))) over axis, computed stably")
 def("logsumexp", { "self", "axis", "keepdim" }, function(self, axis, keepdim)
   axes_of("logsumexp", self, axis)
   local m = self:max(axis, true)
   return (self - m):exp():sum(axis, keepdim):log() + self:max(axis, keepdim)
 end)
 
+doc("argmax", "index of the maximum (the first one on ties)")
 def("argmax", { "self", "axis", "keepdim" }, function(self, axis, keepdim)
   if axis ~= nil then axis_of("argmax", self, axis) end
   if self:numel() == 0 then error("argmax: the tensor has no elements", 0) end
   return C.argmax(self, axis, keepdim)
 end)
+doc("argmin", "index of the minimum (the first one on ties)")
 def("argmin", { "self", "axis", "keepdim" }, function(self, axis, keepdim)
   local flipped
   if dtypes.is_float(self.dtype) then flipped = -self
@@ -171,6 +189,7 @@ end)
 
 -- ---------------------------------------------------------------- scans
 
+doc("cumsum", "running sum along axis")
 def("cumsum", { "self", "axis" }, function(self, axis)
   axis_of("cumsum", self, axis or 0)
   return C.cumsum(self, axis or 0)
@@ -199,10 +218,13 @@ local function scan(name, self, axis, op, fill)
   end
   return x:transpose(a, -1)
 end
+doc("cumprod", "running product along axis")
 def("cumprod", { "self", "axis" }, function(self, axis) return scan("cumprod", self, axis, T.mul, 1) end)
+doc("cummax", "running maximum along axis")
 def("cummax", { "self", "axis" }, function(self, axis) return scan("cummax", self, axis, T.maximum, nil) end)
 
 -- log(cumsum(exp x)) with each prefix shifted by its own running max, as tinygrad
+doc("logcumsumexp", "log of the running sum of exp along axis, computed stably")
 def("logcumsumexp", { "self", "axis" }, function(self, axis)
   local a = axis_of("logcumsumexp", self, axis or 0)
   if a == nil then return self end
@@ -221,6 +243,7 @@ end)
 
 -- Sort by rank: element i goes to position #{j : x_j before x_i}, ties kept in index order,
 -- NaN last (as PyTorch). O(n^2) work per row: fine for the rows people sort at a prompt.
+doc("sort", "sorted values and their indices along dim (two results; O(n^2) per row)")
 def("sort", { "self", "dim", "descending" }, function(self, dim, descending)
   local a = axis_of("sort", self, dim or -1)
   if a == nil then return self, T.zeros({}, { dtype = "int32" }) end
@@ -247,6 +270,7 @@ def("sort", { "self", "dim", "descending" }, function(self, dim, descending)
   return vals:transpose(a, -1), idx:transpose(a, -1)
 end)
 
+doc("topk", "the k largest (or smallest) values and their indices along dim")
 def("topk", { "self", "k", "dim", "largest", "sorted_" }, function(self, k, dim, largest, sorted_)
   if sorted_ == false then error("topk: sorted_=false is not supported (as in tinygrad)", 0) end
   local a = axis_of("topk", self, dim or -1)
@@ -266,6 +290,7 @@ end)
 
 -- Tensor.einsum("ij,jk->ik", a, b): every operand viewed over all the letters (broadcast),
 -- multiplied, and summed over the letters the output lacks.
+doc("einsum", "Einstein summation: Tensor.einsum('ij,jk->ik', a, b)")
 def("einsum", { "formula", "...", "dtype" }, function(formula, ops, dtype)
   if type(formula) ~= "string" then error("einsum: the formula must be a string like 'ij,jk->ik'", 0) end
   if ops.n == 1 and type(ops[1]) == "table" and show.typeof(ops[1]) ~= "Tensor" then ops = ops[1] end

@@ -3,6 +3,7 @@
 local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
 
 -- a 0-based dim, checked; `extra` allows one past the end (unsqueeze)
@@ -36,6 +37,10 @@ end
 
 -- ---------------------------------------------------------------- views
 
+doc("reshape", "same elements, new shape (-1 infers one dim): x:reshape(2, -1) or x:reshape{2, -1}")
+doc("permute", "reorder the axes")
+doc("expand", "broadcast size-1 dims to a larger size (stride 0, no copy); -1 keeps a dim")
+doc("flip", "reverse along the given axes")
 for _, name in ipairs({ "reshape", "expand", "permute", "flip" }) do
   local f = C[name]
   local p = ({ reshape = "shape", expand = "shape", permute = "order", flip = "axis" })[name]
@@ -44,22 +49,29 @@ for _, name in ipairs({ "reshape", "expand", "permute", "flip" }) do
     return f(self, list_of(first, rest))
   end)
 end
+doc("view", "alias of reshape")
 T.view = T.reshape
 args.params.view = args.params.reshape
+doc("shrink", "keep [start, stop) of each dim: x:shrink{{0, 2}, nil}")
 def("shrink", { "self", "arg" }, C.shrink)
+doc("squeeze", "drop size-1 dims (or the one given)")
 def("squeeze", { "self", "dim" }, function(self, dim)
   if dim ~= nil then dim_of("squeeze", self, dim) end
   return C.squeeze(self, dim)
 end)
+doc("unsqueeze", "insert a size-1 dim at dim")
 def("unsqueeze", { "self", "dim" }, function(self, dim) return C.unsqueeze(self, dim_of("unsqueeze", self, dim, true)) end)
+doc("transpose", "swap two axes (default dims 1 and 0)")
 def("transpose", { "self", "dim0", "dim1" }, function(self, d0, d1)
   return C.transpose(self, dim_of("transpose", self, d0 or 1), dim_of("transpose", self, d1 or 0))
 end)
+doc("flatten", "merge dims start_dim..end_dim into one")
 def("flatten", { "self", "start_dim", "end_dim" }, function(self, s, e)
   s, e = dim_of("flatten", self, s or 0), dim_of("flatten", self, e or -1)
   if self.ndim == 0 then return self:reshape(1) end
   return C.flatten(self, s, e)
 end)
+doc("unflatten", "split dim into sizes")
 def("unflatten", { "self", "dim", "sizes" }, function(self, dim, sizes)
   local d = dim_of("unflatten", self, dim)
   local s = {}
@@ -72,6 +84,8 @@ end)
 -- pad(padding [, mode="constant"] [, value=0]). padding is one {before, after} per dim (nil
 -- for none), or PyTorch's flat list {left, right, top, bottom, ...} from the last dim back.
 -- Negative amounts cut. Modes: constant, reflect, replicate, circular.
+doc("pad", "pad with pairs {{before, after}, ...} or the flat {left, right, top, bottom}; negative cuts; " ..
+  "modes constant, reflect, replicate, circular")
 def("pad", { "self", "padding", "mode", "value" }, function(self, padding, mode, value)
   mode, value = mode or "constant", value or 0
   if type(padding) ~= "table" then error("pad: padding must be a list of {before, after} pairs or a flat list", 0) end
@@ -187,6 +201,7 @@ local function tensor_list(self, rest)
   return ts
 end
 
+doc("cat", "join along dim: a:cat(b, c, {dim=1}) or Tensor.cat({a, b}, 1)")
 def("cat", { "self", "...", "dim" }, function(self, rest, dim)
   local ts, d2 = tensor_list(self, rest)
   dim = dim or d2 or 0
@@ -220,6 +235,7 @@ def("cat", { "self", "...", "dim" }, function(self, rest, dim)
   return out
 end)
 
+doc("stack", "join along a new dim")
 def("stack", { "self", "...", "dim" }, function(self, rest, dim)
   local ts, d2 = tensor_list(self, rest)
   dim = dim or d2 or 0
@@ -231,6 +247,7 @@ def("stack", { "self", "...", "dim" }, function(self, rest, dim)
   return T.cat(us, dim)
 end)
 
+doc("repeat_", "tile: x:repeat_(2, 3) (tinygrad's repeat; `repeat` is a Lua keyword, x['repeat'] works too)")
 def("repeat_", { "self", "repeats", "..." }, function(self, first, rest)
   local reps = list_of(first, rest)
   if #reps < self.ndim then
@@ -248,9 +265,11 @@ def("repeat_", { "self", "repeats", "..." }, function(self, first, rest)
   end
   return self:reshape(un):expand(ex):reshape(fin)
 end)
+doc("repeat", "tile (write x:repeat_(...) in Lua: `repeat` is a keyword)")
 T["repeat"] = T.repeat_ -- x:repeat(2, 3); `repeat` is a Lua keyword, so x["repeat"] or x:repeat_ in code
 args.params["repeat"] = args.params.repeat_
 
+doc("repeat_interleave", "repeat each element along dim (flattened when dim is nil)")
 def("repeat_interleave", { "self", "repeats", "dim" }, function(self, repeats, dim)
   local x, d = self, 0
   if dim == nil then x = self:flatten() else d = dim_of("repeat_interleave", self, dim) end
@@ -266,6 +285,7 @@ end)
 
 -- x:split(sizes [, dim=0]) -> a list of tensors: sizes is one size (the last piece may be
 -- smaller) or a list that sums to the dim
+doc("split", "a list of pieces of the given size(s) along dim")
 def("split", { "self", "sizes", "dim" }, function(self, sizes, dim)
   local d = dim_of("split", self, dim or 0)
   local n = self.shape[d + 1]
@@ -298,6 +318,7 @@ def("split", { "self", "sizes", "dim" }, function(self, sizes, dim)
   return out
 end)
 
+doc("chunk", "a list of chunks pieces along dim")
 def("chunk", { "self", "chunks", "dim" }, function(self, chunks, dim)
   if math.type(chunks) ~= "integer" or chunks <= 0 then error("chunk: chunks must be a positive integer", 0) end
   local d = dim_of("chunk", self, dim or 0)
@@ -312,6 +333,7 @@ def("chunk", { "self", "chunks", "dim" }, function(self, chunks, dim)
   return self:split(-(-n // chunks), d)
 end)
 
+doc("meshgrid", "a list of grids from 1-d tensors (indexing 'ij' or 'xy')")
 def("meshgrid", { "self", "...", "indexing" }, function(self, rest, indexing)
   indexing = indexing or "ij"
   if indexing ~= "ij" and indexing ~= "xy" then error("meshgrid: indexing must be 'ij' or 'xy'", 0) end
@@ -333,6 +355,7 @@ def("meshgrid", { "self", "...", "indexing" }, function(self, rest, indexing)
   return out
 end)
 
+doc("roll", "shift elements along dims, wrapping around")
 def("roll", { "self", "shifts", "dims" }, function(self, shifts, dims)
   if type(shifts) ~= "table" then shifts = { shifts } end
   if type(dims) ~= "table" then dims = { dims } end
@@ -360,7 +383,9 @@ local function tri_mask(x, diagonal, upper)
   local d = T.arange(c):unsqueeze(0) - T.arange(r):unsqueeze(1)
   return upper and d:ge(diagonal or 0) or d:le(diagonal or 0)
 end
+doc("triu", "the upper triangle (j - i >= diagonal) of the last two dims")
 def("triu", { "self", "diagonal" }, function(self, diagonal) return tri_mask(self, diagonal, true):where(self, 0):cast(self.dtype) end)
+doc("tril", "the lower triangle (j - i <= diagonal) of the last two dims")
 def("tril", { "self", "diagonal" }, function(self, diagonal) return tri_mask(self, diagonal, false):where(self, 0):cast(self.dtype) end)
 
 -- ---------------------------------------------------------------- gather, scatter
@@ -372,6 +397,7 @@ local function one_hot_last(index, n)
 end
 
 -- x:gather(dim, index): out[i][j] = x[i][index[i][j]] along dim (index no larger than x elsewhere)
+doc("gather", "out[i][j] = x[i][index[i][j]] along dim (a masked sum)")
 def("gather", { "self", "dim", "index" }, function(self, dim, index)
   if not is_tensor(index) then error("gather: index must be a Tensor", 0) end
   if index.ndim ~= self.ndim then error(("gather: index has %d dims, the tensor %d"):format(index.ndim, self.ndim), 0) end
@@ -413,6 +439,7 @@ local function pre_scatter(self, dim, index, src)
   return fit(src), fit(mask)
 end
 
+doc("scatter_reduce", "combine src into x at index along dim: sum, prod, mean, amax or amin")
 def("scatter_reduce", { "self", "dim", "index", "src", "reduce", "include_self" }, function(self, dim, index, src, reduce, include_self)
   local s, mask = pre_scatter(self, dim, index, src)
   if include_self == nil then include_self = true end
@@ -428,6 +455,7 @@ def("scatter_reduce", { "self", "dim", "index", "src", "reduce", "include_self" 
   error(("scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got %s"):format(tostring(reduce)), 0)
 end)
 
+doc("scatter", "write src (or a number) at index along dim; reduce 'add' or 'multiply'")
 def("scatter", { "self", "dim", "index", "src", "reduce" }, function(self, dim, index, src, reduce)
   if not is_tensor(index) then error("scatter: index must be a Tensor", 0) end
   if not is_tensor(src) then
@@ -453,6 +481,7 @@ def("scatter", { "self", "dim", "index", "src", "reduce" }, function(self, dim, 
   return m:squeeze(-1):where(v:squeeze(-1), self)
 end)
 
+doc("masked_select", "the elements where mask is true, as a 1-d tensor")
 def("masked_select", { "self", "mask" }, function(self, mask)
   if not is_tensor(mask) or mask.dtype ~= "bool" then error("masked_select: mask must be a bool Tensor", 0) end
   local _, m = T._broadcasted(self, mask)
@@ -469,6 +498,7 @@ end)
 
 -- ---------------------------------------------------------------- interpolate
 
+doc("interpolate", "resize the last dims to size: linear, nearest or nearest-exact")
 def("interpolate", { "self", "size", "mode", "align_corners" }, function(self, size, mode, align_corners)
   mode = mode or "linear"
   if type(size) ~= "table" or #size == 0 or #size > self.ndim then error("interpolate: size must be a list of up to ndim sizes", 0) end
@@ -503,6 +533,7 @@ end)
 
 -- x:rearrange("b c h w -> b (c h) w" [, {h=2, ...}]): einops' notation for reshape and permute;
 -- ( ) groups dims, 1 is a new dim of size 1, "..." stands for the dims not named
+doc("rearrange", "reshape and permute in einops notation: x:rearrange('b (c h) w -> b c h w', {h=2})")
 def("rearrange", { "self", "formula", "**sizes" }, function(self, formula, sizes)
   sizes = sizes or {}
   if type(formula) ~= "string" then error("rearrange: formula must be a string", 0) end

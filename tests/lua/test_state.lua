@@ -84,7 +84,13 @@ test("damaged safetensors files are rejected with a message", function()
       st('{"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}', "abcd"), "data_offsets outside" },
     { "a shape whose byte count wraps around",
       st('{"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}}'), "bad shape" },
-    { "unterminated string", st('{"abc:'), "unterminated string" },
+    { "unterminated string", st('{"abc:'), "missing closing quote" },
+    { "a trailing comma", st('{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},}', "abcd"),
+      "bad JSON header: parse error at line 1, column 55" },
+    { "a number too large for a double", st('{"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}}', "abcd"),
+      "bad JSON header: number overflow" },
+    { "bytes that are not UTF-8 in a name", st('{"\255":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', "abcd"),
+      "bad JSON header: parse error" },
   }
   for _, c in ipairs(cases) do
     local path = tmpfile()
@@ -96,6 +102,72 @@ test("damaged safetensors files are rejected with a message", function()
   end
   assert(body) -- (kept for the cases above)
   H.errors(function() state.safe_load("/no/such/file.safetensors") end, "safe_load", "No such file")
+end)
+
+test("a corrupt header names the file, the place and what was wrong", function()
+  local path = tmpfile()
+  write(path, string.pack("<I8", 8) .. '{"x":[1,')
+  local msg = H.errors(function() state.safe_load(path) end, "safe_load: " .. path .. ": bad JSON header: ",
+    "line 1, column 9", "unexpected end of input")
+  assert(not msg:find("json.exception", 1, true), msg)
+  os.remove(path)
+end)
+
+local json = require "mgjson"
+
+test("JSON: unicode escapes, nested objects, null and the other literals decode", function()
+  local v = json.decode('{"a":{"b":{"c":[1,2.5,"x\\u00e9\\ud83d\\ude00\\n\\"\\\\",true,false,null]}},"e":{}}')
+  local c = v.a.b.c
+  H.same({ c[1], c[2], c[3], c[4], c[5] }, { 1, 2.5, "x\u{e9}\u{1F600}\n\"\\", true, false })
+  assert(c[6] == json.null and tostring(json.null) == "mgjson.null" and #c == 6)
+  assert(type(v.e) == "table" and next(v.e) == nil)
+  -- a name with escapes in a safetensors header
+  local h = '{"caf\\u00e9":{"dtype":"I32","shape":[],"data_offsets":[0,4]}}'
+  local path = tmpfile()
+  write(path, string.pack("<I8", #h) .. h .. string.pack("<i4", -7))
+  local sd = state.safe_load(path)
+  os.remove(path)
+  assert(sd["caf\u{e9}"] and sd["caf\u{e9}"]:item() == -7)
+  H.errors(function() json.decode("[1,", "mine.json") end, "mine.json: bad JSON: ", "unexpected end of input")
+  H.errors(function() json.decode(("["):rep(300) .. ("]"):rep(300)) end, "nested deeper than 200")
+end)
+
+test("JSON: 64-bit integers beyond 2^53 round-trip exactly", function()
+  local text = "[9007199254740993,-9223372036854775808,9223372036854775807,0]"
+  local v = json.decode(text)
+  assert(math.type(v[1]) == "integer" and v[1] == (1 << 53) + 1, tostring(v[1]))
+  assert(v[2] == math.mininteger and v[3] == math.maxinteger and math.type(v[4]) == "integer")
+  assert(json.encode(v) == text, json.encode(v))
+  assert(json.encode({ data_offsets = json.array { (1 << 53) + 1, (1 << 62) + 3 } }) ==
+    '{"data_offsets":[9007199254740993,4611686018427387907]}')
+  -- past int64 a number is a float, as Lua's tonumber makes it
+  assert(math.type(json.decode("18446744073709551615")) == "float")
+end)
+
+test("JSON: encode escapes keys, writes [] for an empty marked list, and refuses what JSON lacks", function()
+  assert(json.encode({ ['a"b\n\\'] = "\1", list = json.array {}, obj = {}, n = json.null, f = 0.5 }) ==
+    '{"a\\"b\\n\\\\":"\\u0001","f":0.5,"list":[],"n":null,"obj":{}}')
+  local back = json.decode(json.encode({ x = json.array {} }))
+  assert(json.encode(back) == '{"x":[]}', "a decoded empty array encodes as []")
+  H.errors(function() json.encode({ a = { print } }) end, ".a[1] is a function")
+  H.errors(function() json.encode({ [1] = 1, [3] = 3 }) end, "key of type number")
+  H.errors(function() json.encode({ x = 0 / 0 }) end, ".x is", "JSON cannot hold")
+  H.errors(function() json.encode("\255") end, "UTF-8")
+  local t = {}
+  t.self = t
+  H.errors(function() json.encode(t) end, "nested deeper than 200")
+  -- tensor names with quotes and newlines survive a save and a load
+  local path = tmpfile()
+  state.safe_save({ ['we"ird\nname'] = Tensor { 1, 2 }, ["\u{e9}t\u{e9}"] = Tensor { 3 } }, path, { ["k\t"] = 'v"' })
+  local sd = state.safe_load(path)
+  H.same(sd['we"ird\nname']:tolist(), { 1, 2 })
+  H.same(sd["\u{e9}t\u{e9}"]:tolist(), { 3 })
+  local raw = read(path)
+  local hdr = json.decode(raw:sub(9, 8 + string.unpack("<I8", raw)))
+  assert(hdr.__metadata__["k\t"] == 'v"')
+  H.same(hdr["\u{e9}t\u{e9}"].shape, { 1 })
+  os.remove(path)
+  H.errors(function() state.safe_save({ ["\255"] = Tensor { 1 } }, path) end, "safe_save: ", "UTF-8")
 end)
 
 test("safe_save writes a temporary file and renames it: failures leave nothing behind", function()

@@ -1,78 +1,10 @@
--- tensor_ext: tinygrad's Tensor API above the C++ primitives, composed in Lua as tinygrad
--- composes it in tensor.py. Gradients come from the primitives' rules, so nothing here has a
--- backward of its own. This file loads the other parts and holds the neural-network ops.
-local args = require "args" -- first: it keeps the C++ bindings before anything wraps them
+-- tensor_conv: pooling and convolution in any number of spatial dims. A window is a view
+-- (movement ops only, T._pool); a convolution is windows times weights, summed, as the seeds teach.
+local args = require "args"
 local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
-
-require "tensor_create"
-require "tensor_math"
-require "tensor_reduce"
-require "tensor_shape"
-
--- The C++ methods that take no options still reject extra arguments (x:exp(2) is a mistake).
-for _, name in ipairs({ "neg", "logical_not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "reciprocal", "sin",
-  "cos", "relu", "sigmoid", "tanh", "abs", "square", "contiguous", "realize", "tolist", "item", "numel", "schedule",
-  "tobytes", "detach" }) do
-  args.sign(T, name, { "self" })
-end
-args.sign(T, "assign", { "self", "x" })
-args.sign(T, "requires_grad_", { "self", "requires_grad" })
-args.sign(T, "frombytes", { "data", "shape", "dtype", "offset", "count" })
-
-def("backward", { "self", "gradient" }, function(self, gradient)
-  if gradient ~= nil then
-    if not is_tensor(gradient) or gradient.ndim ~= self.ndim then
-      error("backward: gradient must be a Tensor of the output's shape", 0)
-    end
-    return C.backward((self * gradient:detach()):sum())
-  end
-  return C.backward(self)
-end)
--- y:gradient(a, b [, {gradient=g}]) or Tensor.gradient(y, {a, b}): a list of gradients
-def("gradient", { "self", "...", "gradient", "materialize_grads" }, function(self, rest, gradient)
-  local targets = rest
-  if rest.n == 1 and type(rest[1]) == "table" and not is_tensor(rest[1]) then targets = rest[1] end
-  local y = gradient ~= nil and (self * gradient:detach()):sum() or self
-  return C.gradient(y, targets)
-end)
-
--- ---------------------------------------------------------------- small tinygrad methods
-
-def("clone", { "self" }, function(self) return self:contiguous() end)
--- A copy on another device (through host memory), or x itself when it is there already.
--- Gradients do not flow through the copy yet.
-def("to", { "self", "device" }, function(self, device)
-  if type(device) ~= "string" then error("to: device must be a string", 0) end
-  if device:upper() == self.device:upper() then return self end
-  local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
-  return T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
-end)
-def("to_", { "self", "device" }, function(self, device)
-  if type(device) ~= "string" or device:upper() ~= self.device:upper() then
-    error("to_: moving a tensor in place is not supported; use x = x:to(device)", 0)
-  end
-  return self
-end)
-def("data", { "self" }, function(self) return self:flatten():tolist() end)
-def("replace", { "self", "x", "allow_shape_mismatch" }, function(self, x, mismatch)
-  if not is_tensor(x) then error("replace: expected a Tensor", 0) end
-  if not mismatch and table.concat(x.shape, ",") ~= table.concat(self.shape, ",") then
-    error("replace: shapes differ (pass allow_shape_mismatch=true)", 0)
-  end
-  return x
-end)
--- forward identity; in tinygrad they are scheduling hints, which moongrad's scheduler does not take
-def("contiguous_backward", { "self" }, function(self) return self end)
-def("fuse", { "self" }, function(self) return self end)
-def("sequential", { "self", "ll" }, function(self, ll)
-  local x = self
-  for _, f in ipairs(ll) do x = f(x) end
-  return x
-end)
-
--- ---------------------------------------------------------------- pooling and convolution
 
 local function tuple(name, v, n)
   if type(v) == "table" then
@@ -221,6 +153,7 @@ local function pool_setup(name, x, kernel_size, stride, dilation, padding)
   return k, s, d, pool_pads(name, padding, n), axes
 end
 
+doc("max_pool2d", "max over each window of the last dims (kernel_size default 2x2, stride = kernel)")
 def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "return_indices" },
   function(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
     local k, s, d, pads, axes = pool_setup("max_pool2d", self, kernel_size, stride, dilation, padding)
@@ -235,6 +168,7 @@ def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "cei
     return pooled:max(axes), sz - idx:max(axes)
   end)
 
+doc("avg_pool2d", "mean over each window of the last dims")
 def("avg_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "count_include_pad" },
   function(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
     local k, s, d, reg, axes = pool_setup("avg_pool2d", self, kernel_size, stride, dilation, padding)
@@ -250,6 +184,7 @@ def("avg_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "cei
     return pool(self, cp):sum(axes) / pool(T.ones_like(self:pad(reg)), extra):sum(axes)
   end)
 
+doc("max_unpool2d", "put each value back at the position max_pool2d's indices name")
 def("max_unpool2d", { "self", "indices", "kernel_size", "stride", "dilation", "padding", "output_size" },
   function(self, indices, kernel_size, stride, dilation, padding, output_size)
     local bs, c = self.shape[1], self.shape[2]
@@ -325,6 +260,7 @@ end
 -- x:conv2d(weight [, bias, groups=1, stride=1, dilation=1, padding=0, dtype]), as tinygrad: x is
 -- (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); any number of spatial dims (conv1d
 -- on 3-d input). Windows (a view) times weights, summed.
+doc("conv2d", "convolution over the spatial dims of (N, C, ...) (1-d, 2-d, ...): windows (a view) times weight, summed")
 def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "dtype" },
   function(self, w, b, groups, stride, dilation, padding, dtype)
     if not is_tensor(w) then error("conv2d: weight must be a Tensor", 0) end
@@ -385,6 +321,7 @@ def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "paddi
 -- x:conv_transpose2d(weight [, bias, groups, stride, dilation, padding, output_padding]): weight
 -- is (Cin, Cout/groups, *kernel). The input is spread out by the stride (zeros between), then
 -- convolved with the flipped, transposed weight.
+doc("conv_transpose2d", "transposed convolution (the gradient of conv2d w.r.t. its input)")
 def("conv_transpose2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "output_padding" },
   function(self, w, b, groups, stride, dilation, padding, output_padding)
     if not is_tensor(w) then error("conv_transpose2d: weight must be a Tensor", 0) end
@@ -429,130 +366,5 @@ def("conv_transpose2d", { "self", "weight", "bias", "groups", "stride", "dilatio
     end
     return x:conv2d(wt, b, { groups = groups, dilation = d, padding = flat })
   end)
-
--- x:linear(weight [, bias, dtype]) = x @ weight + bias, with weight (in, out) as in tinygrad
--- (nn.Linear stores (out, in) and passes weight.T)
-def("linear", { "self", "weight", "bias", "dtype" }, function(self, w, b, dtype)
-  local y = w.ndim == 1 and self * w or self:matmul(w, false, dtype)
-  if b then y = y + b end
-  return y
-end)
-
--- ---------------------------------------------------------------- normalization
-
-def("layernorm", { "self", "axis", "eps" }, function(self, axis, eps)
-  axis, eps = axis or -1, eps or 1e-5
-  local y = self - self:mean(axis, true)
-  return y * ((y * y):mean(axis, true) + eps):rsqrt()
-end)
-
--- x:batchnorm(weight, bias, mean, invstd [, axis=1]): (x - mean) * invstd * weight + bias
-def("batchnorm", { "self", "weight", "bias", "mean", "invstd", "axis" }, function(self, weight, bias, mean, invstd, axis)
-  local ax = T._axes("batchnorm", self, axis or 1)
-  local on = {}
-  for _, a in ipairs(ax) do on[a] = true end
-  local shape = {}
-  for i = 0, self.ndim - 1 do shape[i + 1] = on[i] and self.shape[i + 1] or 1 end
-  local x = self - mean:reshape(shape)
-  if weight then x = x * weight:reshape(shape) end
-  local r = x * (invstd.ndim == #ax and invstd:reshape(shape) or invstd)
-  if bias then r = r + bias:reshape(shape) end
-  return r
-end)
-
--- ---------------------------------------------------------------- randomness
-
-def("dropout", { "self", "p" }, function(self, p)
-  p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be in [0, 1]", 0) end
-  if not Tensor.training or p == 0 then return self end
-  local keep = Tensor.rand(self.shape):ge(p)
-  return keep:where(self, 0) / (1 - p)
-end)
-
--- ---------------------------------------------------------------- picking and losses
-
--- x:one_hot([num_classes=max+1]) -> int32 rows with a 1 at each id (tinygrad's dtype)
-def("one_hot", { "self", "num_classes" }, function(self, n)
-  if not dtypes.is_int(self.dtype) then error("one_hot: expects an int tensor, got " .. self.dtype, 0) end
-  if n == nil or n == -1 then n = self:numel() > 0 and (self:max() + 1):item() or 0 end
-  if math.type(n) ~= "integer" or n < 0 then error("one_hot: num_classes must be a non-negative integer", 0) end
-  return self:unsqueeze(-1):eq(T.arange(n)):where(1, 0)
-end)
-
-local function reduce_loss(name, x, reduction)
-  reduction = reduction or "mean"
-  if reduction == "mean" then return x:mean() end
-  if reduction == "sum" then return x:sum() end
-  if reduction == "none" then return x end
-  error(("%s: reduction must be 'mean', 'sum' or 'none', got %s"):format(name, tostring(reduction)), 0)
-end
-
-def("binary_crossentropy", { "self", "Y", "reduction" }, function(self, Y, reduction)
-  return reduce_loss("binary_crossentropy", -Y * self:log() - (1 - Y) * (1 - self):log(), reduction)
-end)
-def("binary_crossentropy_logits", { "self", "Y", "reduction" }, function(self, Y, reduction)
-  return reduce_loss("binary_crossentropy_logits", self:maximum(0) - Y * self + (1 + (-self:abs()):exp()):log(), reduction)
-end)
-
--- logits:sparse_categorical_crossentropy(Y [, ignore_index=-1, label_smoothing=0, reduction="mean"]).
--- As tinygrad, ignore_index=-1 ignores nothing; "mean" divides by the count of counted labels.
-def("sparse_categorical_crossentropy", { "self", "Y", "ignore_index", "label_smoothing", "reduction" },
-  function(self, Y, ignore_index, ls, reduction)
-    ignore_index, ls, reduction = ignore_index or -1, ls or 0.0, reduction or "mean"
-    if ls < 0 or ls > 1 then error("sparse_categorical_crossentropy: label_smoothing must be in [0, 1]", 0) end
-    if reduction ~= "mean" and reduction ~= "sum" and reduction ~= "none" then
-      error(("sparse_categorical_crossentropy: reduction must be 'mean', 'sum' or 'none', got %s"):format(tostring(reduction)), 0)
-    end
-    if not is_tensor(Y) then error("sparse_categorical_crossentropy: Y must be a Tensor of class ids", 0) end
-    local n = self.shape[self.ndim]
-    local logp = self:log_softmax(-1)
-    local mask = ignore_index ~= -1 and Y:ne(ignore_index) or T.ones_like(Y, { dtype = "bool" })
-    local hot = Y:unsqueeze(-1):eq(T.arange(n)):bitwise_and(mask:unsqueeze(-1))
-    local smoothing = ls * (logp:mean(-1) * mask)
-    local unreduced = (1 - ls) * hot:where(logp, 0):sum(-1) + smoothing
-    if reduction == "mean" then return -(unreduced:sum() / mask:sum()) end
-    if reduction == "sum" then return -unreduced:sum() end
-    return -unreduced
-  end)
-
--- logits:cross_entropy(Y [, reduction, label_smoothing]): classes on dim 1, as tinygrad; Y holds
--- class ids (int) or probabilities (float, same shape as the logits)
-def("cross_entropy", { "self", "Y", "reduction", "label_smoothing" }, function(self, Y, reduction, ls)
-  ls = ls or 0.0
-  if ls < 0 or ls > 1 then error("cross_entropy: label_smoothing must be in [0, 1]", 0) end
-  local ax = self.ndim > 1 and 1 or 0
-  if Y.ndim < 2 and self.ndim >= 2 then Y = Y:one_hot(self.shape[2]) end
-  local c = self.shape[ax + 1]
-  Y = (1 - ls) * Y + ls / c
-  return reduce_loss("cross_entropy", -self:log_softmax(ax):mul(Y):sum(ax), reduction)
-end)
-
-def("nll_loss", { "self", "Y", "weight", "ignore_index", "reduction" }, function(self, Y, weight, ignore_index, reduction)
-  local w = weight and weight[Y] or T.ones_like(Y, { dtype = self.dtype })
-  local mw = ignore_index and w * Y:ne(ignore_index) or w
-  local safe = ignore_index and Y:ne(ignore_index):where(Y, 0) or Y
-  local nll = -self:gather(1, safe:unsqueeze(1)):squeeze(1) * mw
-  if (reduction or "mean") == "mean" then return nll:sum() / mw:sum() end
-  return reduce_loss("nll_loss", nll, reduction)
-end)
-
--- q:scaled_dot_product_attention(k, v [, attn_mask, dropout_p, is_causal])
-def("scaled_dot_product_attention", { "self", "key", "value", "attn_mask", "dropout_p", "is_causal" },
-  function(self, key, value, attn_mask, dropout_p, is_causal)
-    local qk = self:matmul(key:transpose(-2, -1)) / math.sqrt(self.shape[self.ndim])
-    if is_causal then
-      if attn_mask then error("scaled_dot_product_attention: attn_mask and is_causal=true cannot both be set", 0) end
-      attn_mask = T.ones_like(qk, { dtype = "bool" }):tril()
-    end
-    if attn_mask then
-      if attn_mask.dtype == "bool" then attn_mask = attn_mask:where(0, -math.huge) end
-      qk = qk + attn_mask
-    end
-    return qk:softmax(-1):dropout(dropout_p or 0):matmul(value)
-  end)
-
--- kept for code written before tinygrad's names: ((x - y)^2).mean()
-def("mse", { "self", "Y" }, function(self, Y) return (self - Y):square():mean() end)
 
 return T

@@ -1,0 +1,43 @@
+-- tensor_data: small tinygrad methods about a tensor's data: copies, moving between devices,
+-- reading the values back, and the scheduling hints moongrad takes as the identity.
+local args = require "args"
+local T = Tensor
+local def = function(name, params, fn) return args.def(T, name, params, fn) end
+local doc = args.doc -- the method's :help text, kept beside it
+local is_tensor = args.is_tensor
+
+doc("clone", "a copy in a new buffer")
+def("clone", { "self" }, function(self) return self:contiguous() end)
+-- A copy on another device (through host memory), or x itself when it is there already.
+-- Gradients do not flow through the copy yet.
+doc("to", "x on device (only the default device exists for now)")
+def("to", { "self", "device" }, function(self, device)
+  if type(device) ~= "string" then error("to: device must be a string", 0) end
+  if device:upper() == self.device:upper() then return self end
+  local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
+  return T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
+end)
+doc("to_", "move x to device in place (only the default device exists for now)")
+def("to_", { "self", "device" }, function(self, device)
+  if type(device) ~= "string" or device:upper() ~= self.device:upper() then
+    error("to_: moving a tensor in place is not supported; use x = x:to(device)", 0)
+  end
+  return self
+end)
+doc("data", "the values as a flat Lua list")
+def("data", { "self" }, function(self) return self:flatten():tolist() end)
+doc("replace", "x now stands for another tensor's graph")
+def("replace", { "self", "x", "allow_shape_mismatch" }, function(self, x, mismatch)
+  if not is_tensor(x) then error("replace: expected a Tensor", 0) end
+  if not mismatch and table.concat(x.shape, ",") ~= table.concat(self.shape, ",") then
+    error("replace: shapes differ (pass allow_shape_mismatch=true)", 0)
+  end
+  return x
+end)
+-- forward identity; in tinygrad they are scheduling hints, which moongrad's scheduler does not take
+doc("contiguous_backward", "x (a scheduling hint in tinygrad; the identity here)")
+def("contiguous_backward", { "self" }, function(self) return self end)
+doc("fuse", "x (a scheduling hint in tinygrad; the identity here)")
+def("fuse", { "self" }, function(self) return self end)
+
+return T
