@@ -149,8 +149,8 @@ UOpRef UOp::make(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg) {
     internal_error(std::string(name(op)) + " takes " + std::to_string(a) + " sources, got " +
                    std::to_string(src.size()));
   size_t h = mix(static_cast<size_t>(op) * 1315423911u, static_cast<size_t>(dtype));
-  for (auto& s : src)
-    h = mix(h, reinterpret_cast<size_t>(s.get()));
+  for (auto& s : src) // structural: equal graphs hash alike in every run (caches key on it)
+    h = mix(h, s->hash);
   h = mix(h, hash_arg(arg));
   auto& t = table();
   auto [lo, hi] = t.map.equal_range(h);
@@ -465,9 +465,12 @@ std::string UOp::arg_string() const {
           os << v;
         else if constexpr (std::is_same_v<T, double>)
           os << v;
-        else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
-          os << shape_str(v);
-        else if constexpr (std::is_same_v<T, ReduceArg>) {
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          if (op == Ops::SPECIAL && v.size() == 2) // {local, axis}: as the kernel names it
+            os << (v[0] ? "lidx" : "gidx") << v[1];
+          else
+            os << shape_str(v);
+        } else if constexpr (std::is_same_v<T, ReduceArg>) {
           os << name(v.op);
           if (!v.axes.empty()) os << ", axes " << shape_str(v.axes);
         } else if constexpr (std::is_same_v<T, std::string>)

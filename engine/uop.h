@@ -38,7 +38,7 @@ struct UOp {
   std::vector<UOpRef> src;
   Arg arg;
   // Derived from the parts above (not part of identity).
-  size_t hash;
+  size_t hash; // structural: op, dtype, arg and the sources' hashes (equal graphs, equal hash)
   bool has_shape = false;
   Shape shape; // tensor-level ops only
 

@@ -13,6 +13,7 @@
 
 #include "engine/codegen/lowerer.h"
 #include "engine/device.h"
+#include "engine/kernel_cache.h"
 #include "engine/pattern.h"
 #include "engine/realize.h"
 
@@ -289,42 +290,41 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
        schedule_graph(items), sched_text});
   for (size_t k = 0; k < items.size(); k++) {
     const ScheduleItem& item = items[k];
-    // what the realize runs: BEAM's opts when it is on (found before the trace: a search lowers
-    // many candidates)
-    std::optional<std::vector<Opt>> chosen = run_opts(item);
+    // the kernel the realize runs, as the compiler built it (stages kept, not lowered again)
+    const CompiledKernel& c = compiled_for(item);
+    std::string kg = group + " / kernel " + std::to_string(k + 1) + " " + c.k.name;
     RewriteTrace tr;
-    LoweredKernel lk =
-        lower_kernel(item.ast, chosen ? &*chosen : nullptr, get_device(item.bufs.at(0)->device).target());
-    std::string kg = group + " / kernel " + std::to_string(k + 1) + " " + lk.name;
-    std::string opts = "dims merged to " + shape_str(lk.full_shape) + (chosen ? "; BEAM's opts:" : "; opts:");
-    for (auto& o : lk.opts)
-      opts += " " + o.to_string();
-    if (lk.opts.empty()) opts += " none";
-    std::string linear_text;
-    for (size_t i = 0; i < lk.linear.size(); i++)
-      linear_text +=
-          std::to_string(i) + " " + name(lk.linear[i]->op) + " " + lk.linear[i]->arg_string() + "\n";
-    st.push_back({kg, "ast", "the kernel as the scheduler made it; why a kernel: " + html_escape(item.reason),
-                  graph_of({item.ast}), print_tree(item.ast)});
-    st.push_back({kg, "opts", html_escape(opts), graph_of({lk.ast}), print_tree(lk.ast)});
-    st.push_back({kg, "lowered", "loops (RANGE) or launch indices (SPECIAL), views turned into index math",
-                  graph_of({lk.lowered}), print_tree(lk.lowered)});
-    st.push_back({kg, "simplified",
-                  "after the symbolic rules: constants folded, index math simplified" + steps_html(tr),
-                  graph_of({lk.simplified}), print_tree(lk.simplified)});
-    st.push_back({kg, "linear", "the program in order, as the renderer reads it", linear_graph(lk.linear),
-                  linear_text});
+    tr.passes = c.passes, tr.steps = c.steps;
+    for (const mg::Stage& s : kernel_stages()) {
+      std::string n = s.name, what = s.what, text = s.text(c);
+      Graph graph; // none for the source: it is text
+      if (n == "ast") {
+        what += std::string("; why a kernel: ") + item.reason, graph = graph_of({item.ast});
+      } else if (n == "opts") {
+        what = text.substr(0, text.find('\n')), graph = graph_of({c.k.ast});
+      } else if (n == "lowered") {
+        graph = graph_of({c.k.lowered});
+      } else if (n == "simplified") {
+        graph = graph_of({c.k.simplified});
+      } else if (n == "linear") {
+        graph = linear_graph(c.k.linear);
+      }
+      st.push_back({kg, n, html_escape(what) + (n == "simplified" ? steps_html(tr) : ""), graph, text});
+    }
   }
   return st;
 }
 
 std::string stage_html(const Stage& s, size_t index) {
   std::ostringstream os;
-  bool lay_out = s.graph.nodes <= kVizMaxNodes;
+  bool text_only = s.graph.dot.empty(); // a stage that is text (the source)
+  bool lay_out = !text_only && s.graph.nodes <= kVizMaxNodes;
   os << "<section class=\"stage\" data-index=\"" << index << "\" data-group=\"" << html_escape(s.group)
      << "\" data-title=\"" << html_escape(s.title) << "\" data-nodes=\"" << (lay_out ? s.graph.nodes : 0)
      << "\">\n<h2>" << html_escape(s.group) << ": " << html_escape(s.title) << " <small>(" << s.graph.nodes
      << " nodes)</small></h2>\n<div class=\"notes\">" << s.notes << "</div>\n";
+  if (text_only) os << "<pre>" << html_escape(s.text) << "</pre>\n</section>\n";
+  if (text_only) return os.str();
   if (lay_out)
     os << "<div class=\"graph\">" << run_dot(s.graph.dot) << "</div>\n";
   else

@@ -16,6 +16,7 @@
 
 #include "backends/cpu/c_renderer.h"
 #include "engine/device.h"
+#include "engine/kernel_cache.h"
 #include "engine/realize.h"
 #include "interp/lua_state.h"
 

@@ -8,6 +8,7 @@
 #include "engine/codegen/lowerer.h"
 #include "engine/codegen/search.h"
 #include "engine/device.h"
+#include "engine/inspect.h"
 #include "engine/realize.h"
 #include "engine/viz.h"
 #include "interp/lua_state.h"
@@ -130,6 +131,22 @@ std::vector<Opt> check_opts(lua_State* L, int idx) {
   return opts;
 }
 
+// show.kernel_stages(): {{name=, what=}, ...}: the stages of compiling a kernel, in order
+// (engine/codegen/pipeline.h's one list).
+int show_kernel_stages(lua_State* L) {
+  const auto& stages = kernel_stages();
+  lua_createtable(L, static_cast<int>(stages.size()), 0);
+  for (size_t i = 0; i < stages.size(); i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, stages[i].name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, stages[i].what);
+    lua_setfield(L, -2, "what");
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 // show.try_opts(x [, opts, repeats]): runs the kernels realizing x, the last one lowered with
 // `opts` (default: the opts it would get), on scratch buffers of a schedule that is not kept.
 // Returns {name, opts = {...}, seconds (best of repeats), flops, src, kernels}.
@@ -213,10 +230,15 @@ int show_viz_write(lua_State* L) {
 }
 
 const Binding kShowFns[] = {
-    {"show.render", show_render},         {"show.beam_cache", show_beam_cache},
-    {"show.try_opts", show_try_opts},     {"show.typeof", show_typeof},
-    {"show.fields", show_fields},         {"show.clock", show_clock},
-    {"show.kernel_log", show_kernel_log}, {"show.viz_write", show_viz_write},
+    {"show.render", show_render},
+    {"show.beam_cache", show_beam_cache},
+    {"show.kernel_stages", show_kernel_stages},
+    {"show.try_opts", show_try_opts},
+    {"show.typeof", show_typeof},
+    {"show.fields", show_fields},
+    {"show.clock", show_clock},
+    {"show.kernel_log", show_kernel_log},
+    {"show.viz_write", show_viz_write},
 };
 
 } // namespace

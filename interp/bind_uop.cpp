@@ -5,6 +5,8 @@
 #include <unordered_map>
 
 #include "engine/device.h"
+#include "engine/inspect.h"
+#include "engine/kernel_cache.h"
 #include "engine/realize.h"
 #include "engine/schedule.h"
 #include "interp/lua_state.h"
@@ -304,7 +306,7 @@ int item_index(lua_State* L) {
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
     }
   } else if (k == "stages") { // {{name=, text=}, ...} from the AST down to the linear program
-    auto stages = ir_stages(it.ast);
+    auto stages = ir_stages(compiled_for(it)); // compiles (cached): the stages that run
     lua_createtable(L, static_cast<int>(stages.size()), 0);
     for (size_t i = 0; i < stages.size(); i++) {
       lua_createtable(L, 0, 2);

@@ -65,7 +65,8 @@ find_in(src, "for %(int gidx1 = 0; gidx1 < 4;", "one output per column")
 find_in(src, "float acc0 = %(%-INFINITY%);", "max starts at -inf")
 find_in(src, "for %(int ridx0 = 0; ridx0 < 4;", "reduce down the column")
 find_in(src, "data1%[%(%(ridx0%*4%)%+gidx1%)%]", "stride 4 between rows")
-find_in(src, "acc0 = %(%(acc0>val0", "keep the larger (NaN wins)")
+-- a float max is a select that keeps a NaN (engine/codegen/semantics.h decides it for every backend)
+find_in(src, "acc0 = %(%(%(val0<acc0%)|%(acc0!=acc0%)%)%?acc0:val0%)", "keep the larger (NaN wins)")
 
 local want_sum, want_max = 0, {}
 for j = 1, 4 do

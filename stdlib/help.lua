@@ -10,7 +10,7 @@ M.commands = {
   { "noopt", ":noopt 0|1", "show.noopt(1)", "turn the opts (dim merging, upcasts) and the full simplifier off (1: basic folds such as x*1 -> x stay) or on (0)" },
   { "device", ":device NAME", 'show.device("CPU")', "set the default device for new tensors (Device.names() lists them)" },
   { "schedule", ":schedule EXPR", "show.schedule(x)", "the kernels realizing EXPR would run, each with its AST" },
-  { "ir", ":ir EXPR [STAGE]", 'show.ir(x, "linear")', "the UOp IR at every stage, or one: graph, ast, opts, lowered, simplified, linear" },
+  { "ir", ":ir EXPR [STAGE]", 'show.ir(x, "linear")', "the UOp IR at every stage, or one: graph, ast, opts, lowered, simplified, linear, source" },
   { "viz", ":viz EXPR", "show.viz(x)", "the graph at every stage, with the rewrite rules that fired, in an HTML page (prints its path)" },
   { "src", ":src EXPR", "show.src(x)", "the generated source of each kernel EXPR needs" },
   { "opts", ":opts EXPR", 'show.opts(x, {{"UPCAST", 0, 4}})', "the opts of each kernel EXPR needs; with a list, the last kernel lowered and timed with those instead" },

@@ -77,12 +77,14 @@ function show.viz(x, title)
   return path
 end
 
-show.stages = { "graph", "ast", "opts", "lowered", "simplified", "linear" }
+-- "graph" (the lazy tensor graph), then the stages of compiling each kernel, from the compiler's
+-- own list (engine/codegen/pipeline.h): adding a stage there adds it here.
+show.stages = { "graph" }
+for _, s in ipairs(show.kernel_stages()) do show.stages[#show.stages + 1] = s.name end
 local stage_help = table.concat(show.stages, ", ")
 
--- The IR at every stage, or at one: graph (the lazy tensor graph), then for each kernel
--- ast (as scheduled), opts (dims merged, opts applied), lowered (loops and index math),
--- simplified (after the symbolic rules), linear (the ordered program the renderer reads).
+-- The IR at every stage, or at one: graph (the lazy tensor graph), then for each kernel the
+-- stages of show.stages (ast, opts, lowered, simplified, linear, source).
 function show.ir(x, stage)
   need_tensor(x, "ir")
   if stage ~= nil then

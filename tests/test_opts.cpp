@@ -223,7 +223,7 @@ TEST_CASE("LOCAL makes a local launch dim after the global ones, and NOLOCALS fo
   CHECK(k.local_size == Shape{8, 4});
   int lidx = 0;
   for (const UOp* u : toposort(k.lowered.get()))
-    lidx += u->op == Ops::SPECIAL && std::get<std::string>(u->arg).rfind("lidx", 0) == 0;
+    lidx += u->op == Ops::SPECIAL && launch_dim(*u).local;
   CHECK(lidx == 2);
   std::vector<Opt> none;
   std::vector<float> want = run_last(t, none), got = run_last(t, local);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/kernel_cache.h"
 #include "engine/realize.h"
 #include "tensor_helpers.h"
 

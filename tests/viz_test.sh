@@ -33,7 +33,7 @@ browse "$dir/dom.html" --dump-dom "file://$path"
 selftest=$(sed -n '/<pre id="selftest">/,/<\/pre>/p' "$dir/dom.html")
 echo "$selftest" | head -4
 echo "$selftest" | grep -q "^script error:" && fail "script errors: $(echo "$selftest" | grep "^script error:")"
-stages=$((2 + 5 * kernels))
+stages=$((2 + 6 * kernels)) # graph, schedule, then ast opts lowered simplified linear source
 echo "$selftest" | grep -q "selftest: $stages stages, 0 mismatches, 0 script errors" ||
   fail "expected $stages stages with no mismatch and no script error: $(echo "$selftest" | tail -1)"
 echo "$selftest" | grep -q "^<pre id=\"selftest\">stage 0 \[graph: tensor graph\] $nodes svg nodes" ||
@@ -54,7 +54,7 @@ echo "$out"
 page=$(echo "$out" | sed -n 's/^VIZ: the graphs of each realize are in \(.*\.html\) .*/\1/p')
 [ -f "$page" ] || fail "VIZ=1 wrote no page"
 browse "$dir/dom2.html" --dump-dom "file://$page"
-grep -q "selftest: 7 stages, 0 mismatches, 0 script errors" "$dir/dom2.html" || fail "VIZ=1's page: $(grep 'selftest:' "$dir/dom2.html")"
+grep -q "selftest: 8 stages, 0 mismatches, 0 script errors" "$dir/dom2.html" || fail "VIZ=1's page: $(grep 'selftest:' "$dir/dom2.html")"
 rm -f "$path" "$page"
 
 # no Graphviz: a clear error, at the prompt as from a script

@@ -59,9 +59,7 @@ const Dialect& cuda_dialect() {
       return s + ")";
     };
     d.half_in_float = true;
-    d.special = [](const std::string& n) {
-      return std::string(n[0] == 'g' ? "blockIdx." : "threadIdx.") + "xyz"[n.back() - '0'];
-    };
+    d.special = [](LaunchDim l) { return std::string(l.local ? "threadIdx." : "blockIdx.") + "xyz"[l.axis]; };
     d.inf = "__int_as_float(0x7f800000)";
     d.nan = "__int_as_float(0x7fffffff)";
     d.barrier = "__syncthreads();";

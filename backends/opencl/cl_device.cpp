@@ -59,8 +59,8 @@ const Dialect& cl_dialect() {
       return s + ")";
     };
     d.half_in_float = true;
-    d.special = [](const std::string& n) {
-      return std::string(n[0] == 'g' ? "get_group_id(" : "get_local_id(") + n.back() + ")";
+    d.special = [](LaunchDim l) {
+      return std::string(l.local ? "get_local_id(" : "get_group_id(") + std::to_string(l.axis) + ")";
     };
     d.int64_suffix = "l";
     d.uint64_suffix = "ul";

@@ -186,9 +186,9 @@ const Dialect& glsl_dialect() {
       return "(" + a + "-(" + a + "/" + b + ")*" + b + ")";
     };
     d.half_in_float = true;
-    d.special = [](const std::string& n) {
-      return std::string("int(") + (n[0] == 'g' ? "gl_WorkGroupID." : "gl_LocalInvocationID.") +
-             "xyz"[n.back() - '0'] + ")";
+    d.special = [](LaunchDim l) {
+      return std::string("int(") + (l.local ? "gl_LocalInvocationID." : "gl_WorkGroupID.") + "xyz"[l.axis] +
+             ")";
     };
     d.inf = "uintBitsToFloat(0x7f800000u)";
     d.nan = "uintBitsToFloat(0x7fc00000u)";

@@ -257,8 +257,9 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
       {Ops::DEFINE_LOCAL, render_shared},
       {Ops::SPECIAL,
        [](CRender& r, const UOpRef& u) {
-         const std::string& n = std::get<std::string>(u->arg);
-         r.line(r.dl.type(u->dtype) + " " + n + " = " + r.dl.special(n) + "; /* " + r.E(u->src[0]) + " */");
+         LaunchDim ld = launch_dim(*u);
+         std::string n = ld.name();
+         r.line(r.dl.type(u->dtype) + " " + n + " = " + r.dl.special(ld) + "; /* " + r.E(u->src[0]) + " */");
          r.expr[u.get()] = n;
        }},
       {Ops::BARRIER, [](CRender& r, const UOpRef&) { r.line(r.dl.barrier); }},
@@ -292,8 +293,8 @@ std::string render_cstyle(const Dialect& dl, const std::string& fn, const std::v
     for (auto& s : u->src)
       r.uses[s.get()]++, r.user[s.get()] = u.get();
     if (u->op == Ops::DEFINE_GLOBAL) globals[u->iarg()] = u->dtype;
-    if (u->op == Ops::SPECIAL && std::get<std::string>(u->arg)[0] == 'l') {
-      size_t i = static_cast<size_t>(std::get<std::string>(u->arg).back() - '0');
+    if (u->op == Ops::SPECIAL && launch_dim(*u).local) {
+      size_t i = static_cast<size_t>(launch_dim(*u).axis);
       if (parts.local_size.size() <= i) parts.local_size.resize(i + 1, 1);
       parts.local_size[i] = static_cast<int64_t>(u->src[0]->const_value());
     }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/codegen/opts.h"
 #include "engine/uop.h"
 
 namespace mg {
@@ -37,7 +38,7 @@ struct Dialect {
   std::function<std::string(const std::string& f, DType, const std::vector<std::string>&)> math;
   // An op the dialect writes its own way, or "" for the common C form.
   std::function<std::string(const UOp&, const std::vector<std::string>&)> alu;
-  std::function<std::string(const std::string& name)> special; // gidx0 / lidx0 -> the id
+  std::function<std::string(LaunchDim)> special; // gidx0 / lidx0 -> the id
   // the integer remainder a % b with C's sign (truncating); default: a % b
   std::function<std::string(const std::string& a, const std::string& b)> rem;
   std::string inf = "INFINITY", nan = "NAN";

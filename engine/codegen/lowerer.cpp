@@ -47,10 +47,19 @@ struct Lowerer {
   KernelShape ks;
   DType it; // index dtype: int32 unless some view can reach past 2^31
   Target target;
-  int nlocal = 0;             // shared arrays made so far
-  bool outer_loops = false;   // a GPU kernel runs some global dims as loops (too many work-groups)
-  std::vector<UOpRef> ranges; // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
+  int nlocal = 0;                // shared arrays made so far
+  bool outer_loops = false;      // a GPU kernel runs some global dims as loops (too many work-groups)
+  Shape global_size, local_size; // launch dims, set as each SPECIAL is made
+  std::vector<UOpRef> ranges;    // per dim: RANGE (a placeholder for expanded dims), CONST 0 for size 1
   std::unordered_map<const UOp*, UOpRef> memo;
+
+  // A launch dim's id, its size recorded as data for the launch.
+  UOpRef special(LaunchDim ld, const UOpRef& size) {
+    Shape& dims = ld.local ? local_size : global_size;
+    if (dims.size() <= static_cast<size_t>(ld.axis)) dims.resize(static_cast<size_t>(ld.axis) + 1, 1);
+    dims[static_cast<size_t>(ld.axis)] = static_cast<int64_t>(size->const_value());
+    return UOp::make(Ops::SPECIAL, it, {size}, launch_arg(ld));
+  }
 
   std::vector<UOpRef> idxs_for(const Shape& s) {
     std::vector<UOpRef> r;
@@ -125,16 +134,14 @@ struct Lowerer {
     // The slots are written again on the next iteration of a loop around the combine, while slower
     // threads may still read them: no loop may enclose it.
     for (size_t d = 0; d < ks.full.size(); d++)
-      if (ks.kind[d] == kBlock && ks.full[d] > 1)
-        throw std::invalid_argument("GROUP: not with BLOCK on a GPU");
-    if (outer_loops) throw std::invalid_argument("GROUP: not with global dims that stay loops on a GPU");
+      if (ks.kind[d] == kBlock && ks.full[d] > 1) throw IllegalOpt("GROUP: not with BLOCK on a GPU");
+    if (outer_loops) throw IllegalOpt("GROUP: not with global dims that stay loops on a GPU");
     DType dt = partial->dtype;
     int64_t slots = outputs * threads * copies,
             bytes = slots * std::max(itemsize(dt), 4); // half: kept in float
     if (bytes > target.max_shared)
-      throw std::invalid_argument("GROUP: " + std::to_string(slots) + " partial results need " +
-                                  std::to_string(bytes) + " bytes of shared memory; the device has " +
-                                  std::to_string(target.max_shared));
+      throw IllegalOpt("GROUP: " + std::to_string(slots) + " partial results need " + std::to_string(bytes) +
+                       " bytes of shared memory; the device has " + std::to_string(target.max_shared));
     UOpRef buf = UOp::make(Ops::DEFINE_LOCAL, dt, {}, std::vector<int64_t>{nlocal++, slots});
     auto slot_of = [&](const UOpRef& t) {
       UOpRef row = alu(Ops::ADD, {alu(Ops::MUL, {output, idx(threads)}), t});
@@ -298,29 +305,28 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
     if (ks.kind[d] == kGlobal) globals.push_back(d);
     if (ks.kind[d] == kLocal || ks.kind[d] == kGroup) locals.push_back(d);
   }
-  auto special = [&](const std::string& name, int64_t size, int64_t limit, const char* what) {
+  auto special = [&](LaunchDim ld, int64_t size, int64_t limit, const char* what) {
     if (size > limit)
-      throw std::invalid_argument("launch dim " + name + " has " + std::to_string(size) + " " + what +
-                                  "; the device allows " + std::to_string(limit));
-    launch.push_back(
-        {UOp::make(Ops::SPECIAL, it, {UOp::cconst(it, static_cast<double>(size))}, name), nullptr});
+      throw IllegalOpt("launch dim " + ld.name() + " has " + std::to_string(size) + " " + what +
+                       "; the device allows " + std::to_string(limit));
+    launch.push_back({lw.special(ld, UOp::cconst(it, static_cast<double>(size))), nullptr});
     return launch.back().first;
   };
-  if (locals.size() > 3) throw std::invalid_argument("more than 3 local and group dims");
+  if (locals.size() > 3) throw IllegalOpt("more than 3 local and group dims");
   int64_t threads = 1;
   for (size_t k = 0; k < locals.size(); k++) {
     size_t d = locals[locals.size() - 1 - k];
     threads *= ks.full[d];
-    lw.ranges[d] = special("lidx" + std::to_string(k), ks.full[d], lw.target.max_local, "threads");
+    lw.ranges[d] = special({true, static_cast<int>(k)}, ks.full[d], lw.target.max_local, "threads");
   }
   if (threads > lw.target.max_local)
-    throw std::invalid_argument("a work-group of " + std::to_string(threads) +
-                                " threads; the device allows " + std::to_string(lw.target.max_local));
+    throw IllegalOpt("a work-group of " + std::to_string(threads) + " threads; the device allows " +
+                     std::to_string(lw.target.max_local));
   size_t n = globals.size();
   for (size_t k = 0; k < std::min<size_t>(n, 2); k++) {
     size_t d = globals[n - 1 - k];
     int64_t limit = k == 0 && lw.target.max_groups_x > 0 ? lw.target.max_groups_x : lw.target.max_groups;
-    lw.ranges[d] = special("gidx" + std::to_string(k), ks.full[d], limit, "work-groups");
+    lw.ranges[d] = special({false, static_cast<int>(k)}, ks.full[d], limit, "work-groups");
   }
   if (n < 3) return;
   // gidx2 spans the outer dims, each dim's index by division and remainder, as many as fit the
@@ -331,7 +337,7 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
     total *= ks.full[globals[--first]];
   lw.outer_loops = first > 0;
   if (first == n - 2) return;
-  UOpRef g2 = special("gidx2", total, lw.target.max_groups, "work-groups");
+  UOpRef g2 = special({false, 2}, total, lw.target.max_groups, "work-groups");
   int64_t inner = total;
   for (size_t k = first; k + 2 < n; k++) {
     size_t d = globals[k];
@@ -341,8 +347,13 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
   }
 }
 
-UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it, const Target& target,
-                      std::vector<std::pair<UOpRef, UOpRef>>& launch) {
+// The loop nest and launch ids of `k` (its shape, AST and index dtype from the opts step); sets
+// k.lowered, the launch sizes, and on a CPU the loops that stand in for the launch ids.
+void lower_to_loops(LoweredKernel& k, const Target& target) {
+  const KernelShape& ks = k.shape;
+  const UOpRef& ast = k.ast;
+  DType it = k.index_dtype;
+  std::vector<std::pair<UOpRef, UOpRef>> launch; // each SPECIAL, and the RANGE a CPU runs instead
   Lowerer lw(ks, it, target);
   int globals = 0, locals = 0;
   if (target.gpu) gpu_launch(lw, ks, it, launch);
@@ -356,8 +367,7 @@ UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it, const 
         UOp::make(Ops::RANGE, it, {size}, std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
     int* n = ks.kind[d] == kGlobal ? &globals : ks.kind[d] == kLocal ? &locals : nullptr;
     if (n && *n < 3) {
-      std::string name = (ks.kind[d] == kGlobal ? "gidx" : "lidx") + std::to_string((*n)++);
-      launch.push_back({UOp::make(Ops::SPECIAL, it, {size}, name), range});
+      launch.push_back({lw.special({ks.kind[d] == kLocal, (*n)++}, size), range});
       lw.ranges.push_back(launch.back().first);
     } else
       lw.ranges.push_back(range);
@@ -371,19 +381,25 @@ UOpRef lower_to_loops(const UOpRef& ast, const KernelShape& ks, DType it, const 
         next.push_back(c);
     stores = std::move(next);
   }
-  return UOp::make(Ops::SINK, DType::Void, stores);
+  k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
+  size_t dims = std::max(lw.global_size.size(), lw.local_size.size()); // as many of each, 1 for none
+  k.global_size = lw.global_size, k.local_size = lw.local_size;
+  k.global_size.resize(dims, 1);
+  k.local_size.resize(dims, 1);
+  for (auto& [special, range] : launch)
+    if (range) k.cpu_loops.push_back({special, range});
 }
 
 } // namespace
 
-LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, const Target& target) {
+LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const Target& target, bool noopt) {
   LoweredKernel k;
   KernelShape ks = kernel_shape(ast);
   k.out_shape = ks.out;
   ViewList sts;
   for (const UOp* v : views_of(ast))
     sts.push_back({v, v->st()});
-  if (opts || !settings().noopt) {
+  if (opts || !noopt) {
     // merge adjacent dims (right to left) wherever every view stays one view, then opts
     for (size_t i = ks.full.size(); i-- > 1;)
       try_merge(ks, sts, i - 1);
@@ -392,7 +408,7 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, cons
     for (auto& o : *opts)
       apply_opt(ks, sts, o);
     k.opts = *opts;
-  } else if (!settings().noopt) {
+  } else if (!noopt) {
     std::unordered_map<const UOp*, DType> loaded; // views of buffers (not of constants)
     Ops reduce_op = Ops::SINK;
     for (const UOp* u : toposort(ast.get())) {
@@ -402,30 +418,35 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, cons
     k.opts = hand_coded_opts(ks, sts, loaded, reduce_op, target);
   }
   k.ast = apply_views(ast, ks, sts);
+  k.shape = ks;
   k.full_shape = ks.full;
   int64_t reach = 0; // index math is int32 unless some view can reach past 2^31
   for (auto& [u, st] : sts)
     reach = std::max(reach, st.max_index_value());
-  std::vector<std::pair<UOpRef, UOpRef>> launch;
-  k.lowered = lower_to_loops(k.ast, ks, reach > 2147483647 ? DType::Int64 : DType::Int32, target, launch);
-  for (auto& [special, range] : launch) { // gidx<i> / lidx<i>: size i
-    const std::string& nm = std::get<std::string>(special->arg);
-    Shape& dims = nm[0] == 'g' ? k.global_size : k.local_size;
-    size_t i = static_cast<size_t>(nm.back() - '0');
-    if (dims.size() <= i) dims.resize(i + 1, 1);
-    dims[i] = static_cast<int64_t>(special->src[0]->const_value());
-  }
-  size_t dims = std::max(k.global_size.size(), k.local_size.size()); // as many of each, 1 for none
-  k.global_size.resize(dims, 1);
-  k.local_size.resize(dims, 1);
+  k.index_dtype = reach > 2147483647 ? DType::Int64 : DType::Int32;
+  bool reduces = false;
+  for (size_t d = 0; d < ks.full.size(); d++)
+    reduces |= ks.reduces(d);
+  k.name = reduces ? "r" : "E";
+  for (auto d : ks.full)
+    k.name += "_" + std::to_string(d);
+  return k;
+}
+
+void lower(LoweredKernel& k, const Target& target) { lower_to_loops(k, target); }
+
+void simplify(LoweredKernel& k, bool noopt) {
   // The CPU runs each launch dim as the loop it stands for (the outermost one split across cores).
-  std::vector<std::pair<const UOp*, UOpRef>> to_loops;
-  for (auto& [special, range] : launch)
-    if (range) to_loops.push_back({special.get(), range});
-  UOpRef loops = to_loops.empty() ? k.lowered : substitute(k.lowered, to_loops);
+  std::vector<std::pair<const UOp*, UOpRef>> subs;
+  for (auto& [special, range] : k.cpu_loops)
+    subs.push_back({special.get(), range});
+  UOpRef loops = subs.empty() ? k.lowered : substitute(k.lowered, subs);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
-  k.simplified = apply_semantics(
-      graph_rewrite(graph_rewrite(loops, pm_divide()), settings().noopt ? symbolic_simple() : symbolic()));
+  UOpRef divided = graph_rewrite(loops, pm_divide());
+  k.simplified = apply_semantics(graph_rewrite(divided, noopt ? symbolic_simple() : symbolic()));
+}
+
+void linearize(LoweredKernel& k, const Target& target) {
   k.linear = linearize(k.simplified);
   if (target.max_thread_iterations > 0) { // every loop's trips times those of the loops around it
     int64_t total = 0, trips = 1;
@@ -439,16 +460,19 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, cons
         trips = stack.back(), stack.pop_back();
       }
     if (total > target.max_thread_iterations)
-      throw std::invalid_argument(
+      throw IllegalOpt(
           "each thread would run " + std::to_string(total) + " loop iterations; the device stops at " +
           std::to_string(target.max_thread_iterations) + " (spread the work with GROUPTOP or LOCAL)");
   }
-  bool reduces = false;
-  for (size_t d = 0; d < ks.full.size(); d++)
-    reduces |= ks.reduces(d);
-  k.name = reduces ? "r" : "E";
-  for (auto d : ks.full)
-    k.name += "_" + std::to_string(d);
+}
+
+LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, const Target& target,
+                           std::optional<bool> noopt) {
+  bool no = noopt.value_or(settings().noopt);
+  LoweredKernel k = apply_opts(ast, opts, target, no);
+  lower(k, target);
+  simplify(k, no);
+  linearize(k, target);
   return k;
 }
 

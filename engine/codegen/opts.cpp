@@ -6,6 +6,12 @@
 
 namespace mg {
 
+std::vector<int64_t> launch_arg(LaunchDim d) { return {d.local ? 1 : 0, d.axis}; }
+LaunchDim launch_dim(const UOp& special) {
+  const auto& a = special.varg();
+  return {a.at(0) != 0, static_cast<int>(a.at(1))};
+}
+
 namespace {
 
 // Moves every view to the new shapes (full-shaped views to next.full, the others to next.out)
@@ -97,10 +103,9 @@ size_t dim_of(const KernelShape& ks, OptOp op, int64_t axis, const Opt& what) {
   int64_t seen = 0;
   for (size_t d = 0; d < ks.full.size(); d++)
     if (acts_on(op, ks.kind[d]) && seen++ == axis) return d;
-  throw std::invalid_argument(what.to_string() + ": axis " + std::to_string(axis) +
-                              " does not exist; the kernel has " + std::to_string(seen) +
-                              (acts_on(op, kReduce) ? " reduce dims" : " dims over outputs") +
-                              (op == OptOp::SWAP ? "" : " left to split"));
+  throw IllegalOpt(what.to_string() + ": axis " + std::to_string(axis) + " does not exist; the kernel has " +
+                   std::to_string(seen) + (acts_on(op, kReduce) ? " reduce dims" : " dims over outputs") +
+                   (op == OptOp::SWAP ? "" : " left to split"));
 }
 } // namespace
 
@@ -114,7 +119,7 @@ Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount) {
 }
 
 void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
-  auto fail = [&](const std::string& why) { throw std::invalid_argument(o.to_string() + ": " + why); };
+  auto fail = [&](const std::string& why) { throw IllegalOpt(o.to_string() + ": " + why); };
   if (o.op == OptOp::NOLOCALS) {
     if (o.axis != 0 || o.amount != 0) fail("takes no axis and no amount");
     if (std::count(ks.kind.begin(), ks.kind.end(), kLocal) ||

@@ -3,6 +3,7 @@
 // and the reason. The hand-coded heuristic (heuristic.h), a learner (show.opts) and a search
 // all speak this one language.
 #pragma once
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,22 @@ struct KernelShape {
     return kind[d] == kReduce || kind[d] == kUnroll || kind[d] == kGroup || kind[d] == kBlock;
   }
 };
+
+// An opt (or list of opts) this kernel cannot take, or a launch the target cannot run: BEAM skips
+// such candidates; any other error while compiling one is a bug and is reported.
+struct IllegalOpt : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A launch dim as its SPECIAL node carries it: a work-group id (gidx) or a thread id within the
+// work-group (lidx), along axis 0..2. The arg is {local, axis}: data, not a name to parse.
+struct LaunchDim {
+  bool local;
+  int axis;
+  std::string name() const { return (local ? "lidx" : "gidx") + std::to_string(axis); }
+};
+std::vector<int64_t> launch_arg(LaunchDim d);
+LaunchDim launch_dim(const UOp& special);
 
 // What a kernel is lowered for. A CPU runs the launch dims as loops, one thread per core; a GPU
 // keeps them as thread and work-group ids (SPECIAL gidx/lidx), runs GROUP dims as threads of one

@@ -169,11 +169,11 @@ std::optional<std::vector<Opt>> parse_opts_text(const std::string& s) {
 }
 
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       int threads, bool gpu, const std::vector<Opt>& hand,
+                       int threads, bool gpu, int debug, const std::vector<Opt>& hand,
                        const std::function<bool(const std::vector<Opt>&)>& legal,
                        const PrepareOpts& prepare) {
   if (auto hit = cache_get(key); hit && legal(hit->opts)) {
-    if (settings().debug >= 1)
+    if (debug >= 1)
       std::printf("*** BEAM %-24s from the cache: %s\n", name.c_str(),
                   hit->opts.empty() ? "(no opts)" : opts_text(hit->opts).c_str());
     return *hit;
@@ -193,7 +193,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
       try {
         trials.push_back(prepare(l));
         kept.push_back(l);
-      } catch (const std::exception&) { // a list this kernel cannot take is skipped
+      } catch (const IllegalOpt&) { // a list this kernel cannot take is skipped
       }
     }
     std::vector<std::exception_ptr> errors(trials.size());
@@ -260,7 +260,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
   };
   bool tty = ::isatty(::fileno(stdout));
   auto progress = [&](const char* end) {
-    if (settings().debug >= 1 && (tty || *end))
+    if (debug >= 1 && (tty || *end))
       std::printf("\r*** BEAM %-24s %4d tried, best %9.3f ms (hand-coded %9.3f ms), %5.1f s%s", name.c_str(),
                   r.tried, best.seconds * 1e3, r.hand_seconds * 1e3, elapsed(), end);
     std::fflush(stdout);
@@ -302,7 +302,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
   r.opts = best.opts;
   r.seconds = best.seconds;
   progress("\n");
-  if (settings().debug >= 1)
+  if (debug >= 1)
     std::printf("*** BEAM %-24s chose %s: %.2fx the hand-coded opts\n", name.c_str(),
                 r.opts.empty() ? "(no opts)" : opts_text(r.opts).c_str(),
                 r.seconds > 0 ? r.hand_seconds / r.seconds : 1.0);

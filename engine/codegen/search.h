@@ -32,9 +32,9 @@ struct BeamResult {
 
 // `key` identifies the kernel (its AST, device, renderer and threads); `legal` tells whether a
 // list lowers (no compile, but a whole lowering); `gpu`: the opts a GPU can take. Candidates compile on
-// `threads` threads, then are timed one at a time. Prints a live progress line at DEBUG>=1.
+// `threads` threads, then are timed one at a time. Prints a live progress line at debug >= 1.
 BeamResult beam_search(const std::string& key, const std::string& name, int width, double budget_s,
-                       int threads, bool gpu, const std::vector<Opt>& hand,
+                       int threads, bool gpu, int debug, const std::vector<Opt>& hand,
                        const std::function<bool(const std::vector<Opt>&)>& legal, const PrepareOpts& prepare);
 
 // The cache file, and how many kernels it holds (-1 when it cannot be read).

@@ -1,0 +1,174 @@
+#include "engine/codegen/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/codegen/beam.h"
+#include "engine/codegen/linearize.h"
+#include "engine/counters.h"
+#include "engine/settings.h"
+
+namespace mg {
+
+CompileOptions CompileOptions::from_settings() {
+  const Settings& s = settings();
+  return {s.noopt, s.noopt ? 0 : s.beam, s.beam_budget, s.threads, s.debug};
+}
+
+std::string CompileOptions::variant() const {
+  return noopt ? "noopt" : beam > 0 ? "beam" + std::to_string(beam) : "";
+}
+
+namespace {
+
+std::string linear_text(const std::vector<UOpRef>& lin) {
+  std::unordered_map<const UOp*, size_t> pos;
+  std::ostringstream os;
+  for (size_t i = 0; i < lin.size(); i++) {
+    const UOp* u = lin[i].get();
+    pos[u] = i;
+    char head[64];
+    std::snprintf(head, sizeof head, "%4zu %-12s %-8s [", i, name(u->op), name(u->dtype));
+    os << head;
+    bool first = true;
+    for (auto& s : u->src) {
+      os << (first ? "" : ", ");
+      first = false;
+      if (auto it = pos.find(s.get()); it != pos.end())
+        os << it->second;
+      else if (s->op == Ops::CONST)
+        os << s->const_value();
+      else
+        os << "?";
+    }
+    os << "] " << u->arg_string() << "\n";
+  }
+  return os.str();
+}
+
+std::string opts_text(const CompiledKernel& c) {
+  const LoweredKernel& k = c.k;
+  std::string s = "dims merged to " + shape_str(k.full_shape) + (c.beam ? "; BEAM's opts:" : "; opts:");
+  for (auto& o : k.opts)
+    s += " " + o.to_string();
+  if (k.opts.empty()) s += " none";
+  return s + "; launch: global " + shape_str(k.global_size) + ", local " + shape_str(k.local_size) + "\n" +
+         print_tree(k.ast);
+}
+
+// Worth splitting across cores only when big: waking other threads costs microseconds.
+bool worth_splitting(const LoweredKernel& k, const KernelInfo& info, int threads) {
+  return threads > 1 && parallel_loop(k.linear) != nullptr && info.flops + info.bytes / 4 > (1 << 18);
+}
+
+// DEBUG=3 and 4: what this kernel's compile produced.
+void print_stages(const CompiledKernel& c, int debug) {
+  for (const Stage& s : kernel_stages())
+    if (debug >= 4 || (debug >= 3 && std::string(s.name) == "source"))
+      std::printf("%s%s", debug >= 4 ? ("--- " + std::string(s.name) + "\n").c_str() : "", s.text(c).c_str());
+}
+
+} // namespace
+
+const std::vector<Stage>& kernel_stages() {
+  static const std::vector<Stage> stages{
+      {"ast", "the kernel as the scheduler made it",
+       [](const CompiledKernel& c) { return print_tree(c.ast); }},
+      {"opts", "dims merged and opts applied (UPCAST, UNROLL, LOCAL, ...), launch dims chosen", opts_text},
+      {"lowered", "loops (RANGE) or launch ids (SPECIAL), views turned into index math",
+       [](const CompiledKernel& c) { return print_tree(c.k.lowered); }},
+      {"simplified",
+       "after the symbolic rules (constants folded, index math simplified) and the semantics rules",
+       [](const CompiledKernel& c) { return print_tree(c.k.simplified); }},
+      {"linear", "the program in order, as the renderer reads it",
+       [](const CompiledKernel& c) { return linear_text(c.k.linear); }},
+      {"source", "what the device's renderer wrote", [](const CompiledKernel& c) { return c.info.src; }},
+  };
+  return stages;
+}
+
+int64_t estimate_flops(const std::vector<UOpRef>& linear) {
+  std::unordered_set<const UOp*> index_math;
+  for (auto& u : linear)
+    if (u->op == Ops::INDEX)
+      for (size_t i = 1; i < u->src.size(); i++)
+        for (const UOp* d : toposort(u->src[i].get()))
+          index_math.insert(d);
+  int64_t trips = 1, flops = 0;
+  std::vector<int64_t> stack;
+  for (auto& u : linear) {
+    if (u->op == Ops::RANGE)
+      stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->const_value());
+    else if (u->op == Ops::ENDRANGE)
+      trips = stack.back(), stack.pop_back();
+    else if (is_elementwise(u->op) && u->op != Ops::CAST && !index_math.count(u.get()))
+      flops += trips;
+  }
+  return flops;
+}
+
+std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, const CompileOptions& o,
+                                            const std::optional<std::vector<Opt>>& opts, bool program,
+                                            int64_t bytes) {
+  auto c = std::make_unique<CompiledKernel>();
+  c->ast = ast;
+  c->beam = opts.has_value() && o.beam > 0;
+  Target target = device.target();
+  {
+    RewriteTrace trace; // the rules that fire, for the VIZ page
+    c->k = apply_opts(ast, opts ? &*opts : nullptr, target, o.noopt);
+    lower(c->k, target);
+    simplify(c->k, o.noopt);
+    linearize(c->k, target);
+    c->passes = std::move(trace.passes);
+    c->steps = std::move(trace.steps);
+  }
+  KernelInfo& info = c->info;
+  info.name = c->k.name;
+  info.device = device.name();
+  info.full_shape = c->k.full_shape;
+  info.out_shape = c->k.out_shape;
+  info.global_size = c->k.global_size;
+  info.local_size = c->k.local_size;
+  for (auto& op : c->k.opts)
+    info.opts.push_back(op.to_string());
+  info.flops = estimate_flops(c->k.linear);
+  info.bytes = bytes;
+  info.parallel = worth_splitting(c->k, info, o.threads);
+  info.src = device.render(info.name, c->k.linear, info.parallel);
+  print_stages(*c, o.debug);
+  if (program) {
+    int before = device.compile_count();
+    c->program = device.compile(info.name, info.src);
+    global_counters().kernels_compiled += device.compile_count() - before;
+  }
+  return c;
+}
+
+std::unique_ptr<CompiledKernel> compile_kernel(const ScheduleItem& item, const CompileOptions& o,
+                                               const std::optional<std::vector<Opt>>& opts, bool program) {
+  const std::string& dev = item.bufs.at(0)->device;
+  std::optional<std::vector<Opt>> chosen = opts;
+  if (!chosen && o.beam > 0) chosen = beam_opts(item, o);
+  int64_t bytes = 0;
+  for (auto& b : item.bufs)
+    bytes += static_cast<int64_t>(b->nbytes());
+  auto c = compile_for(item.ast, get_device(dev), o, chosen, program, bytes);
+  c->info.device = dev;
+  return c;
+}
+
+double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads) {
+  std::vector<void*> ptrs;
+  for (auto& b : item.bufs)
+    ptrs.push_back(b->ptr());
+  auto t0 = std::chrono::steady_clock::now();
+  Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size};
+  if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace mg
