@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "engine/schedule.h"
@@ -274,25 +275,32 @@ int t_where(lua_State* L) { // cond:where(a, b); a and b may be numbers
   return 1;
 }
 
-// Tensor._alu(op, a, b): one primitive binary op on broadcast, promoted operands, for the ops
-// composed in Lua (mod, the bitwise ops and shifts), as tinygrad's _apply_broadcasted_uop.
+// Tensor._alu(op, a [, b [, c]]): one primitive elementwise op (any op of engine/ops.h's unary,
+// binary or ternary groups, by name) on broadcast, promoted operands, for the methods composed
+// in Lua (mod, trunc, the bitwise ops and shifts), as tinygrad's _apply_broadcasted_uop.
 int t_alu(lua_State* L) {
-  static const std::pair<const char*, Ops> kOps[] = {{"MOD", Ops::MOD},  {"AND", Ops::AND}, {"OR", Ops::OR},
-                                                     {"XOR", Ops::XOR},  {"SHL", Ops::SHL}, {"SHR", Ops::SHR},
-                                                     {"IDIV", Ops::IDIV}};
   const char* name = luaL_checkstring(L, 1);
-  auto it = std::find_if(std::begin(kOps), std::end(kOps),
-                         [&](const auto& p) { return std::strcmp(p.first, name) == 0; });
-  if (it == std::end(kOps)) luaL_error(L, "Tensor._alu: unknown op '%s'", name);
+  std::optional<Ops> op;
+  for (int o = 0; o < num_ops; o++)
+    if (is_elementwise(static_cast<Ops>(o)) && std::strcmp(mg::name(static_cast<Ops>(o)), name) == 0)
+      op = static_cast<Ops>(o);
+  if (!op || info(*op).result == ResultDType::Given) luaL_error(L, "Tensor._alu: unknown op '%s'", name);
+  int arity = info(*op).arity;
+  if (arity == 1) {
+    push_tensor(L, Tensor(alu(*op, {check_tensor(L, 2).uop})));
+    return 1;
+  }
+  if (arity != 2) luaL_error(L, "Tensor._alu: %s takes %d operands", name, arity);
   Tensor* ta = test_tensor(L, 2);
   Tensor* tb = test_tensor(L, 3);
   if (!ta && !tb) luaL_error(L, "Tensor._alu: expected a Tensor");
   Tensor a = ta ? *ta : operand(L, 2, *tb);
   Tensor b = tb ? *tb : operand(L, 3, *ta);
   auto [x, y] = broadcasted(a, b);
-  if (it->second != Ops::MOD && !is_int(x.dtype()) && x.dtype() != DType::Bool)
+  bool bitwise = *op == Ops::AND || *op == Ops::OR || *op == Ops::XOR || *op == Ops::SHL || *op == Ops::SHR;
+  if (bitwise && !is_int(x.dtype()) && x.dtype() != DType::Bool)
     luaL_error(L, "%s needs int or bool tensors, got %s", name, mg::name(x.dtype()));
-  push_tensor(L, Tensor(alu(it->second, {x.uop, y.uop})));
+  push_tensor(L, Tensor(alu(*op, {x.uop, y.uop})));
   return 1;
 }
 
