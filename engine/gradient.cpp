@@ -135,6 +135,18 @@ const std::unordered_map<Ops, Rule>& rules() {
          }
          internal_error(std::string("no gradient rule for a ") + name(ra.op) + " reduction");
        }},
+      // no gradient flows through these: the result is piecewise constant, or not a number
+      {Ops::CMPLT, nullptr},
+      {Ops::CMPNE, nullptr},
+      {Ops::IDIV, nullptr},
+      {Ops::MOD, nullptr},
+      {Ops::AND, nullptr},
+      {Ops::OR, nullptr},
+      {Ops::XOR, nullptr},
+      {Ops::SHL, nullptr},
+      {Ops::SHR, nullptr},
+      {Ops::DETACH, nullptr},
+      {Ops::BITCAST, nullptr},
       // movement ops: the inverse movement
       {Ops::RESHAPE, [](const Tensor& g, const UOpRef& u) { return Grads{g.reshape(u->src[0]->shape)}; }},
       {Ops::PERMUTE,
@@ -181,24 +193,11 @@ const std::unordered_map<Ops, Rule>& rules() {
   return r;
 }
 
-// Ops a gradient does not flow through: comparisons, integer math, bit ops, DETACH.
+// A gradient does not flow through an op whose rule is nullptr (comparisons, integer math, bit
+// ops, DETACH) nor one with no rule at all.
 bool blocks_gradient(Ops op) {
-  switch (op) {
-  case Ops::CMPLT:
-  case Ops::CMPNE:
-  case Ops::IDIV:
-  case Ops::MOD:
-  case Ops::AND:
-  case Ops::OR:
-  case Ops::XOR:
-  case Ops::SHL:
-  case Ops::SHR:
-  case Ops::DETACH:
-  case Ops::BITCAST:
-    return true;
-  default:
-    return false;
-  }
+  auto it = rules().find(op);
+  return it != rules().end() && !it->second;
 }
 
 } // namespace
@@ -258,6 +257,7 @@ std::vector<std::optional<UOpRef>> gradient(const UOpRef& root, const UOpRef& ro
     auto rule = rules().find(u->op);
     if (rule == rules().end())
       user_error(std::string("no gradient through ") + name(u->op) + " (shape " + shape_str(u->shape) + ")");
+    if (!rule->second) continue; // blocks: nothing flows on
     Grads gs = rule->second(g->second, u);
     for (size_t i = 0; i < u->src.size() && i < gs.size(); i++) {
       const UOpRef& s = u->src[i];
