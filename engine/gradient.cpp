@@ -136,6 +136,7 @@ const std::unordered_map<Ops, Rule>& rules() {
          internal_error(std::string("no gradient rule for a ") + name(ra.op) + " reduction");
        }},
       // no gradient flows through these: the result is piecewise constant, or not a number
+      {Ops::TRUNC, nullptr},
       {Ops::CMPLT, nullptr},
       {Ops::CMPNE, nullptr},
       {Ops::IDIV, nullptr},

@@ -31,6 +31,7 @@ namespace mg {
   X(SQRT,          Unary,    1,    false, Src0,  None)                                                       \
   X(RECIP,         Unary,    1,    false, Src0,  None)                                                       \
   X(NEG,           Unary,    1,    false, Src0,  None)                                                       \
+  X(TRUNC,         Unary,    1,    false, Src0,  None) /* round toward zero */                               \
   X(CAST,          Unary,    1,    false, Given, None)                                                       \
   X(BITCAST,       Unary,    1,    false, Given, None)                                                       \
   /* elementwise: binary */                                                                                  \

@@ -311,6 +311,9 @@ double exec_alu(Ops op, DType dt, const std::vector<double>& v) {
   case Ops::SQRT:
     r = std::sqrt(v[0]);
     break;
+  case Ops::TRUNC:
+    r = std::trunc(v[0]);
+    break;
   case Ops::RECIP:
     r = 1.0 / v[0];
     break;

@@ -140,15 +140,8 @@ for _, name in ipairs({ "lt", "le", "gt", "ge", "eq", "ne" }) do def(name, { "se
 
 -- ---------------------------------------------------------------- rounding and classes
 
--- Float values of at least 2^(mantissa bits) are integers already; casting them (or inf/nan)
--- to an int would overflow, so only smaller magnitudes go through int64.
-local exact = { float16 = 2 ^ 10, bfloat16 = 2 ^ 7, float32 = 2 ^ 23, float64 = 2 ^ 52 }
 doc("trunc", "round toward zero")
-def("trunc", { "self" }, function(self)
-  if not is_float(self) then return self end
-  local t = self:cast("int64"):cast(self.dtype)
-  return self:abs():lt(exact[self.dtype]):where(t, self)
-end)
+def("trunc", { "self" }, function(self) return T._alu("TRUNC", self) end)
 doc("ceil", "round up")
 def("ceil", { "self" }, function(self)
   local b = self:trunc()

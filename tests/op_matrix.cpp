@@ -225,6 +225,7 @@ std::vector<OpCase> op_cases() {
       {Ops::SIN, 1, floats, [](DType d, Vs v) { return fop(d, std::sin(v[0].f)); }, Tol::Math},
       {Ops::SQRT, 1, floats, [](DType d, Vs v) { return fop(d, std::sqrt(v[0].f)); }, Tol::Rounded},
       {Ops::RECIP, 1, floats, [](DType d, Vs v) { return fop(d, 1.0 / v[0].f); }, Tol::Rounded},
+      {Ops::TRUNC, 1, numbers, [](DType d, Vs v) { return is_float(d) ? fop(d, std::trunc(v[0].f)) : v[0]; }},
       {Ops::ADD, 2, all,
        [](DType d, Vs v) {
          return is_float(d) ? fop(d, v[0].f + v[1].f)
@@ -459,6 +460,9 @@ int main(int argc, char** argv) {
   }
 
   // reduces: each row of values reduced to one
+  std::function<V(DType, const std::vector<V>&)> max_ref;
+  for (const OpCase& oc : op_cases())
+    if (oc.op == Ops::MAX) max_ref = oc.ref;
   for (Ops rop : {Ops::ADD, Ops::MAX}) {
     std::string row = std::string("REDUCE ") + name(rop);
     for (DType d : kDTypes) {
@@ -488,7 +492,7 @@ int main(int argc, char** argv) {
         V acc = s[0];
         for (size_t k = 1; k < s.size(); k++) {
           if (rop == Ops::MAX)
-            acc = op_cases()[12].ref(d, {acc, s[k]});
+            acc = max_ref(d, {acc, s[k]});
           else
             acc =
                 is_float(d) ? V{acc.f + s[k].f, 0} : I(d, d == DType::Bool ? acc.i | s[k].i : acc.i + s[k].i);

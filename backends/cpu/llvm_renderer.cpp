@@ -180,6 +180,8 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
     return call("sin");
   case Ops::SQRT:
     return call("sqrt");
+  case Ops::TRUNC:
+    return f ? call("trunc") : a[0];
   case Ops::POW:
     return call("pow");
   case Ops::RECIP:

@@ -67,6 +67,8 @@ std::string alu_expr(const Dialect& dl, const UOp& u, const std::vector<std::str
     return dl.math("sin", d, a);
   case Ops::SQRT:
     return dl.math("sqrt", d, a);
+  case Ops::TRUNC:
+    return is_float(d) ? dl.math("trunc", d, a) : a[0];
   case Ops::POW:
     return dl.math("pow", d, a);
   case Ops::RECIP:
