@@ -1,15 +1,23 @@
 // The machine the heuristic sizes its tiles by (engine/machine.h): the sysfs reader on a fake
-// tree and the MG_* overrides.
+// tree, the MG_* overrides, and the hand-coded opts of a float32 elementwise kernel and a matmul
+// under the AVX2 and AVX-512 profiles, each run and held to a plain C++ loop.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "engine/codegen/lowerer.h"
+#include "engine/device.h"
 #include "engine/machine.h"
+#include "engine/realize.h"
+#include "engine/settings.h"
+#include "engine/tensor.h"
 
 using namespace mg;
 namespace fs = std::filesystem;
@@ -62,6 +70,53 @@ Machine profile(int lanes, std::map<std::string, std::string> more = {}) {
   fake_tuning_machine(dir.path);
   more["MG_VECTOR_WIDTH"] = std::to_string(lanes);
   return probe_machine(dir.path.string(), env_of(more));
+}
+
+std::vector<double> counting(size_t n, double scale) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; i++)
+    v[i] = std::fmod(static_cast<double>(i) * 0.37, 5.0) * scale - 1.0;
+  return v;
+}
+
+// The hand-coded opts of t's last kernel, then that kernel run with them (earlier kernels first).
+struct Ran {
+  std::vector<Opt> opts;
+  std::vector<float> values;
+};
+Ran lower_and_run(const Tensor& t) {
+  auto items = t.schedule();
+  REQUIRE(!items.empty());
+  run_schedule({items.begin(), items.end() - 1});
+  Ran r;
+  r.opts = lower_kernel(items.back().ast).opts;
+  KernelInfo info;
+  try_opts(items.back(), r.opts, 1, info);
+  Buffer& out = *items.back().bufs[0];
+  r.values.resize(out.size);
+  out.copyout(r.values.data());
+  return r;
+}
+
+bool has_opt(const std::vector<Opt>& opts, OptOp op, int64_t amount) {
+  for (auto& o : opts)
+    if (o.op == op && o.amount == amount) return true;
+  return false;
+}
+
+std::string list(const std::vector<Opt>& opts) {
+  std::string s;
+  for (auto& o : opts)
+    s += o.to_string() + " ";
+  return s;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-5));
+  }
 }
 
 } // namespace
@@ -149,4 +204,99 @@ TEST_CASE("machine: the SIMD profile comes from cpuid, MG_VECTOR_WIDTH and MG_*_
     CHECK(machine().simd.float_lanes == 8);
   }
   CHECK(machine().describe() == was);
+}
+
+TEST_CASE("hand-coded opts: an elementwise kernel's strided copy under each profile, values right") {
+  settings().device = "CPU";
+  // (12, 6) + a row broadcast down it: the inner loop (6) is under a vector either way; the outer
+  // loop (12, strided in both loads) is a vector long at 8 lanes only, so only the AVX2 profile
+  // takes four copies of it (against clang's gathers).
+  std::vector<double> x = counting(12 * 6, 1.0), b = counting(6, 0.5);
+  Tensor tx = Tensor::from_data(x, {12, 6}, DType::Float32),
+         tb = Tensor::from_data(b, {1, 6}, DType::Float32);
+  Tensor::realize_all({&tx, &tb});
+  std::vector<double> want(12 * 6);
+  for (int i = 0; i < 12; i++)
+    for (int j = 0; j < 6; j++)
+      want[i * 6 + j] = static_cast<float>(x[i * 6 + j]) * 2.0f + static_cast<float>(b[j]);
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(tx.mul(Tensor::from_scalar({2.0, DType::Float32}, tx)).add(tb));
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    if (lanes == 8)
+      CHECK(r.opts == std::vector<Opt>{{OptOp::UPCAST, 0, 4}});
+    else
+      CHECK(r.opts.empty());
+    check_close(r.values, want);
+  }
+}
+
+TEST_CASE("hand-coded opts: a matmul's register tile under each profile, values right") {
+  settings().device = "CPU";
+  const int M = 32, K = 48, N = 32;
+  std::vector<double> a = counting(M * K, 0.25), b = counting(K * N, 0.5);
+  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  std::vector<double> want(M * N, 0.0);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
+      want[i * N + j] = acc;
+    }
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    // the row: the 32 outputs along N whole (two vectors) at 16 lanes, one vector at 8; then
+    // 8 rows of it, within half the registers (256 and 64 accumulators)
+    if (lanes == 16) {
+      CHECK(has_opt(r.opts, OptOp::UPCAST, 32));
+      CHECK(has_opt(r.opts, OptOp::UPCAST, 8));
+    } else {
+      CHECK_FALSE(has_opt(r.opts, OptOp::UPCAST, 32));
+      CHECK(r.opts.at(0) == Opt{OptOp::UPCAST, 1, 8});
+      CHECK(r.opts.at(1) == Opt{OptOp::UPCAST, 0, 8});
+    }
+    check_close(r.values, want);
+  }
+}
+
+TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
+  settings().device = "CPU";
+  const int M = 64, K = 512, N = 64; // 128 KiB per input
+  std::vector<double> a = counting(M * K, 0.125), b = counting(K * N, 0.25);
+  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  std::vector<double> want(M * N, 0.0);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
+      want[i * N + j] = acc;
+    }
+  auto blocked = [](const Ran& r) {
+    for (auto& o : r.opts)
+      if (o.op == OptOp::BLOCK) return true;
+    return false;
+  };
+  {
+    ScopedMachine scoped(profile(16)); // inputs fit: no remedy
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO("opts: " << list(r.opts));
+    CHECK_FALSE(blocked(r));
+    check_close(r.values, want);
+  }
+  {
+    // a 64 KiB L2 and 128 KiB L3: the inputs outgrow the cache, so the reduce runs in blocks whose
+    // input slices fill the L2: after UNROLL 8 each step of the reduce loop reads 8 columns of A
+    // and 8 rows of B, 4 KiB, so 64 KiB / 4 KiB = 16 steps a block
+    ScopedMachine scoped(profile(16, {{"MG_L2_KB", "64"}, {"MG_L3_KB", "128"}}));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO("opts: " << list(r.opts));
+    CHECK(has_opt(r.opts, OptOp::BLOCK, 16));
+    check_close(r.values, want);
+  }
 }
