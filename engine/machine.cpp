@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -90,11 +92,12 @@ const Machine* g_scoped = nullptr; // ScopedMachine's, when one lives
 
 CacheSizes read_cache_sizes(const std::string& dir) {
   CacheSizes c;
+  std::vector<std::filesystem::path> entries; // in name order, so a level listed twice reads the same
   std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const auto& p = it->path();
-    if (p.filename().string().rfind("index", 0) != 0) continue;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("index", 0) == 0) entries.push_back(it->path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
     std::string type = read_line(p / "type");
     int64_t level = parse_count(read_line(p / "level")), bytes = parse_size(read_line(p / "size"));
     if (type == "Instruction" || bytes <= 0) continue;
