@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "engine/device.h"
+#include "engine/machine.h"
 #include "engine/settings.h"
 
 namespace mg::lua {
@@ -345,8 +346,32 @@ int device_names_fn(lua_State* L) {
   return 2;
 }
 
+// Device.machine(): the CPU the hand-coded opts are sized for, as one line ("AVX-512: 16 float
+// lanes, 32 registers; L1d 32 KiB, ..."), and as a table of its numbers (bytes, lanes, counts).
+int device_machine_fn(lua_State* L) {
+  const Machine& m = machine();
+  lua_pushstring(L, m.describe().c_str());
+  lua_createtable(L, 0, 9);
+  lua_pushstring(L, m.simd.isa.c_str());
+  lua_setfield(L, -2, "isa");
+  const std::pair<const char*, int64_t> numbers[] = {{"float_lanes", m.simd.float_lanes},
+                                                     {"vector_registers", m.simd.vector_registers},
+                                                     {"l1d", m.l1d.bytes},
+                                                     {"l2", m.l2.bytes},
+                                                     {"l3", m.l3.bytes},
+                                                     {"l3_shared_by", m.l3.shared_by},
+                                                     {"cores", m.cores}};
+  for (auto [k, v] : numbers) {
+    lua_pushinteger(L, static_cast<lua_Integer>(v));
+    lua_setfield(L, -2, k);
+  }
+  lua_pushboolean(L, m.caches_from_sysfs);
+  lua_setfield(L, -2, "caches_from_sysfs");
+  return 2;
+}
+
 const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};
-const Binding kDeviceFns[] = {{"Device.names", device_names_fn}};
+const Binding kDeviceFns[] = {{"Device.names", device_names_fn}, {"Device.machine", device_machine_fn}};
 const Binding kShowSetting[] = {{"show.setting", show_setting}};
 const Binding kDeviceIndex{"Device", device_index};
 const Binding kDeviceNewindex{"Device.DEFAULT", device_newindex};

@@ -2,6 +2,7 @@
 // (colon commands), what TAB offers and how results print, so those parts are testable from Lua.
 #include "interp/repl.h"
 
+#include "engine/machine.h"
 #include "engine/settings.h"
 
 #include <histedit.h>
@@ -76,6 +77,15 @@ void report(const LuaState& lua) {
   std::fflush(stderr);
 }
 
+// The banner's machine line; a malformed MG_VECTOR_WIDTH or MG_*_KB shows as its error.
+std::string machine_line() {
+  try {
+    return machine().describe();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 std::string history_path() {
   std::string base = xdg_dir("XDG_DATA_HOME", ".local/share");
   if (base.empty()) return "";
@@ -102,8 +112,9 @@ public:
     if (tty_)
       std::printf(
           "moongrad %s (%s): tinygrad's ideas in C++, with Lua in front.\n"
+          "CPU %s (Device.machine())\n"
           "Try  x = Tensor{1,2,3}  then  x * 2  or  :src x:relu():sum()   (:help, TAB, Ctrl-D quits)\n",
-          MG_VERSION, LUA_RELEASE);
+          MG_VERSION, LUA_RELEASE, machine_line().c_str());
     std::string line;
     while (read_line(line))
       handle(line);

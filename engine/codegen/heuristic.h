@@ -11,6 +11,8 @@ namespace mg {
 // Applies the opts it picks to ks and sts and returns them, in order. `loaded`: the views that
 // are loaded from buffers, with the type loaded; `reduce_op`: the kernel's reduction (SINK for none).
 // A GPU target gets a GPU's choice: work-groups, and few copies per thread.
+// A CPU's tiles and cache blocks are sized by machine() (engine/machine.h): its float lanes,
+// vector registers, L2 and L3.
 std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
                                  const Target& target = {});

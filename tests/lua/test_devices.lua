@@ -16,6 +16,13 @@ test("Device.names lists every backend, and why one cannot run", function()
   for n, reason in pairs(why) do assert(type(reason) == "string" and #reason > 10, n .. ": no reason given") end
 end)
 
+test("Device.machine describes the CPU the opts are sized for", function()
+  local line, m = Device.machine()
+  assert(type(line) == "string" and line:find(m.isa .. ": " .. m.float_lanes .. " float lanes", 1, true), line)
+  assert(m.float_lanes >= 1 and m.vector_registers >= 1 and m.cores >= 1, line)
+  assert(m.l1d > 0 and m.l2 > 0 and m.l3 >= 0 and type(m.caches_from_sysfs) == "boolean", line)
+end)
+
 test("tensors move between the devices that run here, values intact", function()
   local x = Tensor({ { 1.5, -2 }, { 3, 4.25 } })
   for _, d in ipairs(names) do

@@ -1,0 +1,302 @@
+// The machine the heuristic sizes its tiles by (engine/machine.h): the sysfs reader on a fake
+// tree, the MG_* overrides, and the hand-coded opts of a float32 elementwise kernel and a matmul
+// under the AVX2 and AVX-512 profiles, each run and held to a plain C++ loop.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/codegen/lowerer.h"
+#include "engine/device.h"
+#include "engine/machine.h"
+#include "engine/realize.h"
+#include "engine/settings.h"
+#include "engine/tensor.h"
+
+using namespace mg;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A directory under the system temp dir, removed when the test ends.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// One cache as sysfs lists it: cache/indexN/{level,type,size,shared_cpu_list}.
+void fake_cache(const fs::path& dir, int index, const std::string& level, const std::string& type,
+                const std::string& size, const std::string& shared) {
+  fs::path p = dir / ("index" + std::to_string(index));
+  fs::create_directories(p);
+  std::ofstream(p / "level") << level << "\n";
+  std::ofstream(p / "type") << type << "\n";
+  std::ofstream(p / "size") << size << "\n";
+  std::ofstream(p / "shared_cpu_list") << shared << "\n";
+}
+
+// The caches of the machine the heuristic was tuned on, as sysfs lists them there.
+void fake_tuning_machine(const fs::path& dir) {
+  fake_cache(dir, 0, "1", "Data", "32K", "0");
+  fake_cache(dir, 1, "1", "Instruction", "32K", "0");
+  fake_cache(dir, 2, "2", "Unified", "1024K", "0");
+  fake_cache(dir, 3, "3", "Unified", "32768K", "0-1");
+}
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* k) -> const char* {
+    auto it = vars.find(k);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+// The tuning machine's caches with the SIMD profile of `lanes` float lanes.
+Machine profile(int lanes, std::map<std::string, std::string> more = {}) {
+  TempDir dir("mg-machine-profile");
+  fake_tuning_machine(dir.path);
+  more["MG_VECTOR_WIDTH"] = std::to_string(lanes);
+  return probe_machine(dir.path.string(), env_of(more));
+}
+
+std::vector<double> counting(size_t n, double scale) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; i++)
+    v[i] = std::fmod(static_cast<double>(i) * 0.37, 5.0) * scale - 1.0;
+  return v;
+}
+
+// The hand-coded opts of t's last kernel, then that kernel run with them (earlier kernels first).
+struct Ran {
+  std::vector<Opt> opts;
+  std::vector<float> values;
+};
+Ran lower_and_run(const Tensor& t) {
+  auto items = t.schedule();
+  REQUIRE(!items.empty());
+  run_schedule({items.begin(), items.end() - 1});
+  Ran r;
+  r.opts = lower_kernel(items.back().ast).opts;
+  KernelInfo info;
+  try_opts(items.back(), r.opts, 1, info);
+  Buffer& out = *items.back().bufs[0];
+  r.values.resize(out.size);
+  out.copyout(r.values.data());
+  return r;
+}
+
+bool has_opt(const std::vector<Opt>& opts, OptOp op, int64_t amount) {
+  for (auto& o : opts)
+    if (o.op == op && o.amount == amount) return true;
+  return false;
+}
+
+std::string list(const std::vector<Opt>& opts) {
+  std::string s;
+  for (auto& o : opts)
+    s += o.to_string() + " ";
+  return s;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-5));
+  }
+}
+
+} // namespace
+
+TEST_CASE("sysfs caches: levels, sizes and sharing from a fake tree") {
+  TempDir dir("mg-machine-sysfs");
+  fake_cache(dir.path, 0, "1", "Data", "48K", "0,8");
+  fake_cache(dir.path, 1, "1", "Instruction", "32K", "0,8");
+  fake_cache(dir.path, 2, "2", "Unified", "2048K", "0,8");
+  fake_cache(dir.path, 3, "3", "Unified", "96M", "0-7,16-23");
+  fs::create_directories(dir.path / "uevent_like_entry"); // not an index*: ignored
+  CacheSizes c = read_cache_sizes(dir.path.string());
+  CHECK(c.found);
+  CHECK(c.l1d.bytes == 48 << 10);
+  CHECK(c.l1d.shared_by == 2);
+  CHECK(c.l2.bytes == 2 << 20);
+  CHECK(c.l3.bytes == int64_t(96) << 20);
+  CHECK(c.l3.shared_by == 16);
+
+  Machine m = probe_machine(dir.path.string(), env_of({{"MG_VECTOR_WIDTH", "16"}}));
+  CHECK(m.caches_from_sysfs);
+  CHECK(
+      m.describe().find("AVX-512: 16 float lanes, 32 registers; L1d 48 KiB, L2 2 MiB, L3 96 MiB shared by 16 "
+                        "cores") == 0);
+}
+
+TEST_CASE("sysfs caches: no tree gives the stated defaults, a tree without L3 gives none") {
+  TempDir dir("mg-machine-empty");
+  CHECK_FALSE(read_cache_sizes((dir.path / "missing").string()).found);
+  Machine m = probe_machine((dir.path / "missing").string(), env_of({}));
+  CacheSizes d = default_cache_sizes();
+  CHECK_FALSE(m.caches_from_sysfs);
+  CHECK(m.l1d.bytes == d.l1d.bytes);
+  CHECK(m.l2.bytes == d.l2.bytes);
+  CHECK(m.l3.bytes == d.l3.bytes);
+  CHECK(m.describe().find("(defaults: no cache sizes in sysfs)") != std::string::npos);
+
+  fake_cache(dir.path, 0, "1", "Data", "32K", "0");
+  fake_cache(dir.path, 1, "2", "Unified", "512K", "0");
+  Machine no_l3 = probe_machine(dir.path.string(), env_of({}));
+  CHECK(no_l3.l2.bytes == 512 << 10);
+  CHECK(no_l3.l3.bytes == 0);
+  CHECK(no_l3.describe().find("no L3") != std::string::npos);
+}
+
+TEST_CASE("machine: the SIMD profile comes from cpuid, MG_VECTOR_WIDTH and MG_*_KB override it") {
+  SimdProfile detected = detect_simd();
+  CHECK(detected.float_lanes >= 1);
+  CHECK(detected.vector_registers >= 1);
+  CHECK(machine().cores >= 1);
+  INFO(machine().describe());
+
+  Machine avx2 = profile(8, {{"MG_L2_KB", "512"}, {"MG_L3_KB", "8192"}});
+  CHECK(avx2.simd.isa == "AVX2");
+  CHECK(avx2.simd.float_lanes == 8);
+  CHECK(avx2.simd.vector_registers == 16);
+  CHECK(avx2.l2.bytes == 512 << 10);
+  CHECK(avx2.l3.bytes == 8 << 20);
+  CHECK(avx2.describe() == "AVX2: 8 float lanes, 16 registers; L1d 32 KiB, L2 512 KiB, L3 8 MiB shared by 2 "
+                           "cores; " +
+                               std::to_string(avx2.cores) + (avx2.cores == 1 ? " core" : " cores") +
+                               " [MG_VECTOR_WIDTH=8 MG_L2_KB=512 MG_L3_KB=8192]");
+  Machine avx512 = profile(16);
+  CHECK(avx512.simd.isa == "AVX-512");
+  CHECK(avx512.simd.float_lanes == 16);
+  CHECK(avx512.simd.vector_registers == 32);
+  CHECK(profile(4).simd.float_lanes == 4);
+
+  // through the process environment, as machine() reads it
+  ::setenv("MG_VECTOR_WIDTH", "8", 1);
+  Machine from_env = probe_machine("/nonexistent", [](const char* k) { return std::getenv(k); });
+  ::unsetenv("MG_VECTOR_WIDTH");
+  CHECK(from_env.simd.float_lanes == 8);
+
+  CHECK_THROWS_WITH(profile(7), Catch::Contains("MG_VECTOR_WIDTH=7"));
+  CHECK_THROWS_WITH(probe_machine("/nonexistent", env_of({{"MG_VECTOR_WIDTH", "wide"}})),
+                    Catch::Contains("MG_VECTOR_WIDTH=wide"));
+  CHECK_THROWS_WITH(probe_machine("/nonexistent", env_of({{"MG_L2_KB", "1M"}})),
+                    Catch::Contains("MG_L2_KB=1M"));
+
+  // ScopedMachine stands in for machine() while it lives
+  std::string was = machine().describe();
+  {
+    ScopedMachine scoped(avx2);
+    CHECK(machine().simd.float_lanes == 8);
+  }
+  CHECK(machine().describe() == was);
+}
+
+TEST_CASE("hand-coded opts: an elementwise kernel's strided copy under each profile, values right") {
+  settings().device = "CPU";
+  // (12, 6) + a row broadcast down it: the inner loop (6) is under a vector either way; the outer
+  // loop (12, strided in both loads) is a vector long at 8 lanes only, so only the AVX2 profile
+  // takes four copies of it (against clang's gathers).
+  std::vector<double> x = counting(12 * 6, 1.0), b = counting(6, 0.5);
+  Tensor tx = Tensor::from_data(x, {12, 6}, DType::Float32),
+         tb = Tensor::from_data(b, {1, 6}, DType::Float32);
+  Tensor::realize_all({&tx, &tb});
+  std::vector<double> want(12 * 6);
+  for (int i = 0; i < 12; i++)
+    for (int j = 0; j < 6; j++)
+      want[i * 6 + j] = static_cast<float>(x[i * 6 + j]) * 2.0f + static_cast<float>(b[j]);
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(tx.mul(Tensor::from_scalar({2.0, DType::Float32}, tx)).add(tb));
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    if (lanes == 8)
+      CHECK(r.opts == std::vector<Opt>{{OptOp::UPCAST, 0, 4}});
+    else
+      CHECK(r.opts.empty());
+    check_close(r.values, want);
+  }
+}
+
+TEST_CASE("hand-coded opts: a matmul's register tile under each profile, values right") {
+  settings().device = "CPU";
+  const int M = 32, K = 48, N = 32;
+  std::vector<double> a = counting(M * K, 0.25), b = counting(K * N, 0.5);
+  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  std::vector<double> want(M * N, 0.0);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
+      want[i * N + j] = acc;
+    }
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    // the row: the 32 outputs along N whole (two vectors) at 16 lanes, one vector at 8; then
+    // 8 rows of it, within half the registers (256 and 64 accumulators)
+    if (lanes == 16) {
+      CHECK(has_opt(r.opts, OptOp::UPCAST, 32));
+      CHECK(has_opt(r.opts, OptOp::UPCAST, 8));
+    } else {
+      CHECK_FALSE(has_opt(r.opts, OptOp::UPCAST, 32));
+      CHECK(r.opts.at(0) == Opt{OptOp::UPCAST, 1, 8});
+      CHECK(r.opts.at(1) == Opt{OptOp::UPCAST, 0, 8});
+    }
+    check_close(r.values, want);
+  }
+}
+
+TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
+  settings().device = "CPU";
+  const int M = 64, K = 512, N = 64; // 128 KiB per input
+  std::vector<double> a = counting(M * K, 0.125), b = counting(K * N, 0.25);
+  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  std::vector<double> want(M * N, 0.0);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
+      want[i * N + j] = acc;
+    }
+  auto blocked = [](const Ran& r) {
+    for (auto& o : r.opts)
+      if (o.op == OptOp::BLOCK) return true;
+    return false;
+  };
+  {
+    ScopedMachine scoped(profile(16)); // inputs fit: no remedy
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO("opts: " << list(r.opts));
+    CHECK_FALSE(blocked(r));
+    check_close(r.values, want);
+  }
+  {
+    // a 64 KiB L2 and 128 KiB L3: the inputs outgrow the cache, so the reduce runs in blocks whose
+    // input slices fill the L2: after UNROLL 8 each step of the reduce loop reads 8 columns of A
+    // and 8 rows of B, 4 KiB, so 64 KiB / 4 KiB = 16 steps a block
+    ScopedMachine scoped(profile(16, {{"MG_L2_KB", "64"}, {"MG_L3_KB", "128"}}));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO("opts: " << list(r.opts));
+    CHECK(has_opt(r.opts, OptOp::BLOCK, 16));
+    check_close(r.values, want);
+  }
+}
