@@ -33,6 +33,9 @@ struct Buffer {
   int id() const { return id_; }
   bool filled_from_host() const { return from_host_; } // by copyin: Lua data, rand, a file
   static int next_id();                                // the id the next buffer will get
+  // How many tensors with requires_grad hold this buffer (the Lua front end counts them): a
+  // realize whose graph reads it keeps that graph for backward (engine/gradient.h, keep_for_grad).
+  int requires_grad = 0;
 
 private:
   bool from_host_ = false;

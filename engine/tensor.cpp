@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/device.h"
+#include "engine/gradient.h"
 #include "engine/realize.h"
 #include "engine/schedule.h"
 #include "engine/settings.h"
@@ -235,7 +236,8 @@ Tensor Tensor::randn(const Shape& shape, DType dtype) {
 
 Tensor Tensor::contiguous() const {
   Tensor r(resolve_realized(uop));
-  if (r.uop->op == Ops::BUFFER || (r.uop->op == Ops::RESHAPE && r.uop->src[0]->op == Ops::BUFFER)) return r;
+  if (r.uop->op == Ops::BUFFER || (r.uop->op == Ops::RESHAPE && r.uop->src[0]->op == Ops::BUFFER))
+    return Tensor(keep_for_grad(uop, r.uop));
   return Tensor(UOp::make(Ops::CONTIGUOUS, dtype(), {uop}));
 }
 
@@ -266,7 +268,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i = 0; i < ts.size(); i++)
-    ts[i]->uop = views[i];
+    ts[i]->uop = keep_for_grad(outs[i], views[i]);
   if (dbg >= 1 && !runs.empty()) {
     double kt = 0;
     for (auto& r : runs)
@@ -289,9 +291,10 @@ std::vector<double> Tensor::data() {
   realize(boundary::output);
   std::vector<double> out(numel());
   if (out.empty()) return out;
-  // After realize the graph is a view of one buffer: read through its ShapeTracker.
+  // After realize the graph is a view of one buffer (under a REALIZED that keeps the graph for
+  // gradients): read through its ShapeTracker.
   std::vector<const UOp*> chain;
-  const UOp* u = uop.get();
+  const UOp* u = uop->op == Ops::REALIZED ? uop->src[0].get() : uop.get();
   while (is_movement(u->op))
     chain.push_back(u), u = u->src[0].get();
   if (u->op != Ops::BUFFER) internal_error("realized tensor is not a buffer view");
@@ -316,7 +319,7 @@ std::vector<double> Tensor::data() {
 std::string Tensor::to_bytes() {
   Tensor c = contiguous();
   c.realize(boundary::output);
-  const UOp* u = c.uop.get();
+  const UOp* u = c.uop->op == Ops::REALIZED ? c.uop->src[0].get() : c.uop.get();
   if (u->op == Ops::RESHAPE) u = u->src[0].get();
   if (u->op != Ops::BUFFER) internal_error("contiguous realized tensor is not a buffer");
   std::string out(static_cast<size_t>(numel()) * itemsize(dtype()), '\0');
