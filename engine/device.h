@@ -96,6 +96,9 @@ public:
   // What the device's compiler makes of `src`, as text to read (SPIR-V disassembly, PTX), or ""
   // where that is the source itself or machine code. Needs no hardware.
   virtual std::string compiled_text(const std::string& fn, const std::string& src) { return ""; }
+  // Text the renderer puts, the same each time, before the kernels that need it (the C device's
+  // math declarations and helper functions): DEBUG=3 prints each block once per process.
+  virtual std::vector<std::string> preamble() const { return {}; }
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -139,6 +140,27 @@ static void cross_compile(const ScheduleItem& item) {
   }
 }
 
+// A kernel's source as DEBUG=3 prints it: the device's preamble blocks (declarations, helper
+// functions) with the first kernel that has each, and left out of the kernels after it, so the
+// kernel's own code is what one reads.
+static std::string source_to_print(const Device& d, const std::string& src) {
+  static std::set<std::string> shown; // once per process, across devices
+  std::string out = src;
+  bool left_out = false;
+  for (const std::string& block : d.preamble()) {
+    size_t at = block.empty() ? std::string::npos : out.find(block);
+    if (at == std::string::npos || shown.insert(block).second) continue;
+    out.erase(at, block.size());
+    left_out = true;
+  }
+  if (!left_out) return out;
+  // after any compiler-flag lines, which come first
+  size_t at = 0;
+  while (out.compare(at, 2, "//") == 0 && out.find('\n', at) != std::string::npos)
+    at = out.find('\n', at) + 1;
+  return out.insert(at, "// (the preamble printed with an earlier kernel goes here)\n");
+}
+
 // Renders and compiles a lowered kernel for the item's device.
 static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const LoweredKernel& k) {
   cross_compile(item);
@@ -162,7 +184,7 @@ static std::unique_ptr<Compiled> compile_lowered(const ScheduleItem& item, const
   estimate(k, c->info, item);
   c->info.parallel = worth_splitting(k, c->info);
   c->info.src = d.render(k.name, k.linear, c->info.parallel);
-  if (dbg >= 3) std::printf("%s", c->info.src.c_str());
+  if (dbg >= 3) std::printf("%s", source_to_print(d, c->info.src).c_str());
   int before = d.compile_count();
   c->program = d.compile(k.name, c->info.src);
   global_counters().kernels_compiled += d.compile_count() - before;
