@@ -33,6 +33,9 @@ struct Buffer {
   int id() const { return id_; }
   bool filled_from_host() const { return from_host_; } // by copyin: Lua data, rand, a file
   static int next_id();                                // the id the next buffer will get
+  // How many tensors with requires_grad hold this buffer (the Lua front end counts them): a
+  // realize whose graph reads it keeps that graph for backward (engine/gradient.h, keep_for_grad).
+  int requires_grad = 0;
 
 private:
   bool from_host_ = false;
@@ -93,6 +96,9 @@ public:
   // What the device's compiler makes of `src`, as text to read (SPIR-V disassembly, PTX), or ""
   // where that is the source itself or machine code. Needs no hardware.
   virtual std::string compiled_text(const std::string& fn, const std::string& src) { return ""; }
+  // Text the renderer puts, the same each time, before the kernels that need it (the C device's
+  // math declarations and helper functions): DEBUG=3 prints each block once per process.
+  virtual std::vector<std::string> preamble() const { return {}; }
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

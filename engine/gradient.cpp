@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/device.h"
 #include "engine/errors.h"
 #include "engine/tensor.h"
 
@@ -91,6 +92,11 @@ const std::unordered_map<Ops, Rule>& rules() {
        }},
       {Ops::CAST, [](const Tensor& g, const UOpRef& u) { return Grads{g.cast(u->src[0]->dtype)}; }},
       {Ops::CONTIGUOUS, [](const Tensor& g, const UOpRef&) { return Grads{g}; }},
+      // a realized value: its buffer gets none, the graph it was computed from gets it all
+      {Ops::REALIZED,
+       [](const Tensor& g, const UOpRef&) {
+         return Grads{std::nullopt, g};
+       }},
       // src[0] gets none: its inputs get theirs from the function, or through it where the
       // function leaves them to the automatic rules
       {Ops::CUSTOM_GRAD,
@@ -202,6 +208,36 @@ bool blocks_gradient(Ops op) {
 }
 
 } // namespace
+
+bool& grad_enabled() {
+  static bool on = true;
+  return on;
+}
+
+bool needs_grad(const UOpRef& root) {
+  std::unordered_set<const UOp*> seen{root.get()};
+  std::vector<const UOp*> todo{root.get()};
+  while (!todo.empty()) {
+    const UOp* u = todo.back();
+    todo.pop_back();
+    if (u->op == Ops::BUFFER && u->buffer()->requires_grad > 0) return true;
+    if (blocks_gradient(u->op)) continue;
+    for (auto& s : u->src)
+      if (seen.insert(s.get()).second) todo.push_back(s.get());
+  }
+  return false;
+}
+
+UOpRef keep_for_grad(const UOpRef& graph, const UOpRef& view) {
+  if (graph == view) return view;
+  if (graph->op == Ops::REALIZED)
+    return graph->src[0] == view ? graph : UOp::make(Ops::REALIZED, view->dtype, {view, graph->src[1]});
+  // an assign is an action on its buffer: the buffer is the tensor from now on
+  if (graph->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(graph->arg))
+    return view;
+  if (!grad_enabled() || !needs_grad(graph)) return view;
+  return UOp::make(Ops::REALIZED, view->dtype, {view, graph});
+}
 
 int register_custom_grad(CustomGradFn fn) {
   custom_grads().push_back(std::move(fn));

@@ -15,6 +15,21 @@ namespace mg {
 std::vector<std::optional<UOpRef>> gradient(const UOpRef& root, const UOpRef& root_grad,
                                             const std::vector<UOpRef>& targets);
 
+// Whether gradients may be asked for (Tensor.no_grad in Lua is its negation). Off, realizing a
+// tensor keeps no graph for backward.
+bool& grad_enabled();
+
+// Whether a gradient could flow from `graph` back to a buffer that some tensor with
+// requires_grad holds (Buffer::requires_grad), through ops that pass gradients.
+bool needs_grad(const UOpRef& graph);
+
+// What a tensor whose graph was just realized into `view` becomes: `view`, or, where backward
+// may still need the graph (grad enabled, needs_grad), REALIZED(view, graph). The scheduler
+// reads a REALIZED node as its buffer view (UOp::cached), so nothing is computed again;
+// gradients flow into the graph. As in PyTorch, reading a value (item, print) does not cut
+// the gradient. An assign's result is its buffer only.
+UOpRef keep_for_grad(const UOpRef& graph, const UOpRef& view);
+
 class Tensor;
 
 // A gradient written by hand for a composite op, where the one its primitive ops imply runs

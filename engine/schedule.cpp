@@ -16,18 +16,40 @@
 
 namespace mg {
 
-UOpRef resolve_realized(const UOpRef& u) {
-  if (auto r = u->cached()) return r;
-  bool any = false;
-  for (const UOp* n : toposort(u.get()))
-    if (n->cached()) {
-      any = true;
-      break;
+UOpRef resolve_realized(const UOpRef& root) {
+  if (auto r = root->cached()) return r;
+  // A walk that stops at each realized node: what lies below it (a REALIZED node's graph, kept
+  // for gradients) is never visited. Iterative: graphs can be 100k nodes deep.
+  std::unordered_map<const UOp*, UOpRef> done; // keys stay alive: they are all below root
+  std::vector<std::pair<UOpRef, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [u, i] = stack.back();
+    if (i == 0 && done.count(u.get())) { // finished through another path
+      stack.pop_back();
+      continue;
     }
-  if (!any) return u;
-  static const PatternMatcher pm{{UPat::any().where([](const UOp& n) { return n.cached() != nullptr; }),
-                                  [](const Match& m) { return m.root()->cached(); }}};
-  return graph_rewrite(u, pm);
+    if (i < u->src.size()) {
+      const UOpRef& s = u->src[i++];
+      if (done.count(s.get())) continue;
+      if (auto r = s->cached())
+        done.emplace(s.get(), r);
+      else
+        stack.push_back({s, 0});
+      continue;
+    }
+    std::vector<UOpRef> ns;
+    ns.reserve(u->src.size());
+    bool changed = false;
+    for (auto& s : u->src) {
+      ns.push_back(done.at(s.get()));
+      changed |= ns.back() != s;
+    }
+    UOpRef x = changed ? u->replace_src(std::move(ns)) : u;
+    if (auto r = x->cached()) x = r; // rebuilt into a node an earlier realize computed
+    done.emplace(u.get(), std::move(x));
+    stack.pop_back();
+  }
+  return done.at(root.get());
 }
 
 namespace {
@@ -95,8 +117,9 @@ bool unsafe_under_pad(Ops op) {
 // A movement chain from the kernel's root down to a node, outermost first.
 using Path = std::vector<const UOp*>;
 
+// Movement ops over a buffer, or over a REALIZED node (which holds one).
 bool is_buffer_view(const UOp* u) {
-  while (is_movement(u->op))
+  while (is_movement(u->op) || u->op == Ops::REALIZED)
     u = u->src[0].get();
   return u->op == Ops::BUFFER;
 }
@@ -374,7 +397,10 @@ std::unordered_map<const UOp*, const char*> reduces_feeding_several_outputs(cons
 std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit, std::vector<UOpRef>* views,
                                    const char* why) {
   Scheduler s(commit);
-  std::vector<std::pair<UOpRef, UOpRef>> finals; // node -> the view it holds after this schedule
+  struct Final {
+    UOpRef out, resolved, view; // an output, its graph as scheduled, the view it holds afterwards
+  };
+  std::vector<Final> finals;
   std::vector<UOpRef> resolved;
   for (const auto& o : outs0) {
     UOpRef x = o;
@@ -408,18 +434,31 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     }
     if (views) (*views)[i] = bv;
     if (commit && !assign_target(u.get()) && !assign_target(o.get())) {
-      finals.push_back({o, bv});
-      finals.push_back({u, bv});
+      finals.push_back({o, u, bv});
     }
   }
   for (auto& [to, from] : s.copies)
     s.items.push_back(copy_item(to, from));
   if (commit) {
     // After an in-place write, values cached earlier may be stale: start a new epoch. The
-    // outputs of this schedule hold their values now, so they stay cached.
-    if (!s.copies.empty()) UOp::mutation_epoch()++;
-    for (auto& [node, view] : finals)
-      if (node != view) node->set_cached(view);
+    // outputs of this schedule stay cached, except those that read a buffer written here: they
+    // were computed before the write, and their graph now stands for a new value (a loss
+    // realized with the optimizer step that updates its weights).
+    std::unordered_set<const Buffer*> written;
+    for (auto& [to, from] : s.copies)
+      written.insert(to.get());
+    if (!written.empty()) UOp::mutation_epoch()++;
+    for (auto& f : finals) {
+      if (!written.empty()) {
+        auto nodes = toposort(f.resolved.get());
+        if (std::any_of(nodes.begin(), nodes.end(), [&](const UOp* n) {
+              return n->op == Ops::BUFFER && written.count(n->buffer().get());
+            }))
+          continue;
+      }
+      if (f.out != f.view) f.out->set_cached(f.view);
+      if (f.resolved != f.view) f.resolved->set_cached(f.view);
+    }
   }
   return std::move(s.items);
 }

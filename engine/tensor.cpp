@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
 #include <unistd.h>
 
 #include "engine/device.h"
+#include "engine/float_format.h"
+#include "engine/gradient.h"
 #include "engine/realize.h"
 #include "engine/schedule.h"
 #include "engine/settings.h"
@@ -235,7 +238,8 @@ Tensor Tensor::randn(const Shape& shape, DType dtype) {
 
 Tensor Tensor::contiguous() const {
   Tensor r(resolve_realized(uop));
-  if (r.uop->op == Ops::BUFFER || (r.uop->op == Ops::RESHAPE && r.uop->src[0]->op == Ops::BUFFER)) return r;
+  if (r.uop->op == Ops::BUFFER || (r.uop->op == Ops::RESHAPE && r.uop->src[0]->op == Ops::BUFFER))
+    return Tensor(keep_for_grad(uop, r.uop));
   return Tensor(UOp::make(Ops::CONTIGUOUS, dtype(), {uop}));
 }
 
@@ -266,7 +270,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i = 0; i < ts.size(); i++)
-    ts[i]->uop = views[i];
+    ts[i]->uop = keep_for_grad(outs[i], views[i]);
   if (dbg >= 1 && !runs.empty()) {
     double kt = 0;
     for (auto& r : runs)
@@ -289,9 +293,10 @@ std::vector<double> Tensor::data() {
   realize(boundary::output);
   std::vector<double> out(numel());
   if (out.empty()) return out;
-  // After realize the graph is a view of one buffer: read through its ShapeTracker.
+  // After realize the graph is a view of one buffer (under a REALIZED that keeps the graph for
+  // gradients): read through its ShapeTracker.
   std::vector<const UOp*> chain;
-  const UOp* u = uop.get();
+  const UOp* u = uop->op == Ops::REALIZED ? uop->src[0].get() : uop.get();
   while (is_movement(u->op))
     chain.push_back(u), u = u->src[0].get();
   if (u->op != Ops::BUFFER) internal_error("realized tensor is not a buffer view");
@@ -316,7 +321,7 @@ std::vector<double> Tensor::data() {
 std::string Tensor::to_bytes() {
   Tensor c = contiguous();
   c.realize(boundary::output);
-  const UOp* u = c.uop.get();
+  const UOp* u = c.uop->op == Ops::REALIZED ? c.uop->src[0].get() : c.uop.get();
   if (u->op == Ops::RESHAPE) u = u->src[0].get();
   if (u->op != Ops::BUFFER) internal_error("contiguous realized tensor is not a buffer");
   std::string out(static_cast<size_t>(numel()) * itemsize(dtype()), '\0');
@@ -343,28 +348,19 @@ double Tensor::item() {
 }
 
 namespace {
-std::string fmt_value(double v, DType d) {
-  char buf[64];
-  if (d == DType::Bool) return v != 0 ? "true" : "false";
-  if (!is_float(d)) {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-  }
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e16)
-    std::snprintf(buf, sizeof buf, "%.0f.", v);
-  else
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+using Fmt = std::function<std::string(double)>;
 
 // numpy's layout: values right-aligned to one width, rows on their own lines, a blank line
-// between 2-D blocks, the middle of long dims elided.
+// between 2-D blocks, the middle of long dims elided. With `shown`, collects the values that
+// would be printed instead of printing them.
 void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& s, size_t dim, int64_t off,
-             DType d, bool elide, int indent, int width) {
+             const Fmt& fmt, bool elide, int indent, int width, std::vector<double>* shown = nullptr) {
   if (dim == s.size()) {
-    std::string f = fmt_value(v[off], d);
+    if (shown) {
+      shown->push_back(v[off]);
+      return;
+    }
+    std::string f = fmt(v[off]);
     os << std::string(width > static_cast<int>(f.size()) ? width - f.size() : 0, ' ') << f;
     return;
   }
@@ -380,7 +376,7 @@ void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& 
       os << "..." << sep;
       i = n - 3;
     }
-    fmt_rec(os, v, s, dim + 1, off + i * stride, d, elide, indent + 1, width);
+    fmt_rec(os, v, s, dim + 1, off + i * stride, fmt, elide, indent + 1, width, shown);
     if (i + 1 < n) os << sep;
   }
   os << "]";
@@ -393,13 +389,27 @@ std::string Tensor::to_string() {
   os << "Tensor(";
   if (numel() == 0)
     os << "[]"; // as numpy: no rows of nothing, however many there would be
-  else if (ndim() == 0)
-    os << fmt_value(v[0], dtype());
   else {
+    // as numpy: one format for the values shown, chosen from those values alone
+    bool elide = numel() > 1000;
+    std::vector<double> shown;
+    std::ostringstream scratch;
+    fmt_rec(scratch, v, shape(), 0, 0, nullptr, elide, 7, 0, &shown);
+    DType d = dtype();
+    Fmt fmt;
+    if (is_float(d))
+      fmt = FloatFormat(shown, d);
+    else
+      fmt = [d](double x) {
+        if (d == DType::Bool) return std::string(x != 0 ? "true" : "false");
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.0f", x);
+        return std::string(buf);
+      };
     int width = 0;
-    for (double x : v)
-      width = std::max(width, static_cast<int>(fmt_value(x, dtype()).size()));
-    fmt_rec(os, v, shape(), 0, 0, dtype(), numel() > 1000, 7, width);
+    for (double x : shown)
+      width = std::max(width, static_cast<int>(fmt(x).size()));
+    fmt_rec(os, v, shape(), 0, 0, fmt, elide, 7, width);
   }
   os << ", shape=" << shape_str(shape()) << ", dtype=" << name(dtype()) << ", device=" << device() << ")";
   return os.str();

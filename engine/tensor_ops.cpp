@@ -270,7 +270,8 @@ Tensor& Tensor::assign(const Tensor& v0) {
   // In place only on this tensor's own buffer: its graph is the buffer, or a pending assign to
   // it. A graph that merely equals a realized one may share another tensor's buffer.
   std::shared_ptr<Buffer> target;
-  const UOp* b = uop->op == Ops::RESHAPE ? uop->src[0].get() : uop.get();
+  const UOp* b = uop->op == Ops::REALIZED ? uop->src[0].get() : uop.get(); // its graph is dropped
+  if (b->op == Ops::RESHAPE) b = b->src[0].get();
   if (b->op == Ops::BUFFER ||
       (b->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(b->arg)))
     target = b->buffer();
@@ -282,7 +283,10 @@ Tensor& Tensor::assign(const Tensor& v0) {
   return *this;
 }
 
-Tensor Tensor::detach() const { return Tensor(UOp::make(Ops::DETACH, dtype(), {uop})); }
+// A realized value detached is its buffer: the graph kept for gradients is dropped.
+Tensor Tensor::detach() const {
+  return Tensor(UOp::make(Ops::DETACH, dtype(), {uop->op == Ops::REALIZED ? uop->src[0] : uop}));
+}
 
 Tensor Tensor::movement(Ops op, std::vector<int64_t> arg) const {
   Tensor r(UOp::make(op, dtype(), {uop}, std::move(arg)));

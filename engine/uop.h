@@ -47,7 +47,10 @@ struct UOp {
   // values computed earlier may be stale, so every such write starts a new epoch.
   mutable UOpRef realized;
   mutable uint64_t realized_epoch = 0; // 0: pinned (an assign, once done, is its buffer for good)
+  // The buffer view holding this node's value, if it has one: a REALIZED node's src[0] (for good),
+  // else the view a realize cached here (while its epoch lasts).
   UOpRef cached() const {
+    if (op == Ops::REALIZED) return src[0];
     return realized && (realized_epoch == 0 || realized_epoch == mutation_epoch()) ? realized : nullptr;
   }
   void pin_cached(UOpRef v) const {

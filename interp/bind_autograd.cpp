@@ -1,8 +1,10 @@
 // Autograd at the Lua level: x.requires_grad, x.grad, loss:backward(), Tensor.gradient,
 // x:assign(y), x:detach(). The gradients themselves are lazy graphs (engine/gradient).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "engine/device.h"
 #include "engine/gradient.h"
 #include "interp/lua_state.h"
 
@@ -47,11 +49,22 @@ void set_attr(lua_State* L, int idx, const char* key, int value_idx) {
   lua_pop(L, 1);
 }
 
+namespace {
+// The buffer a realized tensor reads.
+std::shared_ptr<Buffer> buffer_of(const Tensor& t) {
+  const UOp* u = t.uop.get();
+  while (u->op == Ops::REALIZED || is_movement(u->op))
+    u = u->src[0].get();
+  return u->op == Ops::BUFFER ? u->buffer() : nullptr;
+}
+} // namespace
+
 void set_requires_grad(lua_State* L, int idx, bool on) {
   idx = lua_absindex(L, idx);
   // a parameter is its own buffer: two equal unrealized graphs (two Tensor.ones(3)) are one
   // graph node, and gradients are matched by node
-  if (on) check_tensor(L, idx).realize();
+  Tensor& t = check_tensor(L, idx);
+  if (on) t.realize();
   lua_pushboolean(L, on);
   set_attr(L, idx, "requires_grad", -1);
   lua_pop(L, 1);
@@ -61,6 +74,13 @@ void set_requires_grad(lua_State* L, int idx, bool on) {
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
   }
+  lua_pushvalue(L, idx);
+  bool was = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 1);
+  // the buffer counts its tensors with requires_grad: realizing a graph that reads it keeps the
+  // graph for backward (a tensor collected while on still counts: the cost is memory, never a
+  // lost gradient)
+  if (auto b = buffer_of(t); b && was != on) b->requires_grad = std::max(0, b->requires_grad + (on ? 1 : -1));
   lua_pushvalue(L, idx);
   if (on)
     lua_pushboolean(L, 1);
@@ -80,13 +100,7 @@ int t_requires_grad_(lua_State* L) {
   return 1;
 }
 
-bool no_grad(lua_State* L) {
-  lua_getglobal(L, "Tensor");
-  lua_getfield(L, -1, "no_grad");
-  bool on = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  return on;
-}
+bool no_grad(lua_State*) { return !grad_enabled(); }
 
 // The seed d(out)/d(out): ones for a scalar, else the given gradient.
 UOpRef seed_for(lua_State* L, const Tensor& out, int idx, const char* fname) {
@@ -139,7 +153,7 @@ int t_backward(lua_State* L) {
     get_attr(L, t, "grad");
     if (Tensor* old = test_tensor(L, -1)) g = old->add(g); // gradients accumulate, as in PyTorch
     lua_pop(L, 1);
-    push_tensor(L, g);
+    push_tensor(L, g.detach()); // as in PyTorch: a gradient is a value, not a graph to differentiate
     set_attr(L, t, "grad", -1);
     lua_settop(L, 3);
   }
@@ -248,6 +262,27 @@ int t_custom_grad(lua_State* L) {
   return 1;
 }
 
+// Tensor.no_grad is grad_enabled() negated (engine/gradient.h), so that realizing reads it too:
+// the Tensor table's metatable answers for that one key; other new keys are stored as usual.
+int tensor_class_index(lua_State* L) {
+  if (lua_type(L, 2) == LUA_TSTRING && std::string(lua_tostring(L, 2)) == "no_grad")
+    lua_pushboolean(L, !grad_enabled());
+  else
+    lua_pushnil(L);
+  return 1;
+}
+int tensor_class_newindex(lua_State* L) {
+  if (lua_type(L, 2) == LUA_TSTRING && std::string(lua_tostring(L, 2)) == "no_grad") {
+    grad_enabled() = !lua_toboolean(L, 3);
+    return 0;
+  }
+  lua_settop(L, 3);
+  lua_rawset(L, 1);
+  return 0;
+}
+const Binding kClassIndex{"Tensor", tensor_class_index};
+const Binding kClassNewindex{"Tensor", tensor_class_newindex};
+
 const Binding kAutogradFns[] = {
     {"Tensor._grad_fn", t_grad_fn},
     {"Tensor._custom_grad", t_custom_grad},
@@ -262,8 +297,13 @@ const Binding kAutogradFns[] = {
 void open_autograd(lua_State* L) {
   lua_getglobal(L, "Tensor");
   set_bindings(L, -1, kAutogradFns);
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "no_grad");
+  grad_enabled() = true;
+  lua_getmetatable(L, -1); // made by open_tensor (its __call is the constructor)
+  push_binding(L, kClassIndex);
+  lua_setfield(L, -2, "__index");
+  push_binding(L, kClassNewindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pop(L, 1);
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "training");
   lua_pop(L, 1);

@@ -23,7 +23,7 @@ struct Captured {
 std::shared_ptr<Buffer> buffer_of(Tensor& t, int argn) {
   t.realize();
   const UOp* u = t.uop.get();
-  while (is_movement(u->op))
+  while (is_movement(u->op) || u->op == Ops::REALIZED)
     u = u->src[0].get();
   if (u->op != Ops::BUFFER)
     throw std::invalid_argument("input " + std::to_string(argn) + " did not realize to a buffer");

@@ -150,6 +150,8 @@ const Dialect& c_dialect() {
   return d;
 }
 
+std::vector<std::string> c_preamble() { return {kPrelude, kBf16, kExp2, kLog2}; }
+
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
   return render_cstyle(c_dialect(), fn, linear, parallel);
 }

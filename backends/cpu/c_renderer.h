@@ -11,4 +11,6 @@ namespace mg {
 inline constexpr const char* kCompileFlagTag = "//!flag ";
 
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
+// The blocks render_c puts before a kernel's function, each as it appears in the source.
+std::vector<std::string> c_preamble();
 } // namespace mg

@@ -138,6 +138,7 @@ struct Language {
   std::string (*compile)(const std::string& src); // -> object code
   std::string compiler;                           // for cache keys
   std::string (*explain)(const std::string& src); // what the compiler makes of it, as text (or null)
+  std::vector<std::string> (*preamble)();         // Device::preamble (or null)
 };
 
 std::string compile_c_source(const std::string& src) {
@@ -186,6 +187,9 @@ public:
   std::string fingerprint() const override { return compiler_id(); }
   std::string compiled_text(const std::string&, const std::string& src) override {
     return lang_.explain ? lang_.explain(src) : "";
+  }
+  std::vector<std::string> preamble() const override {
+    return lang_.preamble ? lang_.preamble() : std::vector<std::string>{};
   }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
@@ -259,11 +263,12 @@ std::string c_compiler() {
 }
 
 const bool registered_cpu = register_device("CPU", [] {
-  return std::make_unique<CpuDevice>(Language{"CPU", render_c, compile_c_source, c_compiler(), nullptr});
+  return std::make_unique<CpuDevice>(
+      Language{"CPU", render_c, compile_c_source, c_compiler(), nullptr, c_preamble});
 });
 const bool registered_llvm = register_device("LLVM", [] {
   return std::make_unique<CpuDevice>(
-      Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2 loop+slp vectorizers", optimize_ir});
+      Language{"LLVM", render_llvm, compile_ir, "llvm-15-ir O2 loop+slp vectorizers", optimize_ir, nullptr});
 });
 
 } // namespace

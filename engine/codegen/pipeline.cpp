@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,11 +65,35 @@ bool worth_splitting(const LoweredKernel& k, const KernelInfo& info, int threads
   return threads > 1 && parallel_loop(k.linear) != nullptr && info.flops + info.bytes / 4 > (1 << 18);
 }
 
+// A kernel's source as DEBUG=3 prints it: the device's preamble blocks (declarations, helper
+// functions) with the first kernel that has each, and left out of the kernels after it, so the
+// kernel's own code is what one reads.
+std::string source_to_print(const Device& d, const std::string& src) {
+  static std::set<std::string> shown; // once per process, across devices
+  std::string out = src;
+  bool left_out = false;
+  for (const std::string& block : d.preamble()) {
+    size_t at = block.empty() ? std::string::npos : out.find(block);
+    if (at == std::string::npos || shown.insert(block).second) continue;
+    out.erase(at, block.size());
+    left_out = true;
+  }
+  if (!left_out) return out;
+  // after any compiler-flag lines, which come first
+  size_t at = 0;
+  while (out.compare(at, 2, "//") == 0 && out.find('\n', at) != std::string::npos)
+    at = out.find('\n', at) + 1;
+  return out.insert(at, "// (the preamble printed with an earlier kernel goes here)\n");
+}
+
 // DEBUG=3 and 4: what this kernel's compile produced.
-void print_stages(const CompiledKernel& c, int debug) {
-  for (const Stage& s : kernel_stages())
-    if (debug >= 4 || (debug >= 3 && std::string(s.name) == "source"))
-      std::printf("%s%s", debug >= 4 ? ("--- " + std::string(s.name) + "\n").c_str() : "", s.text(c).c_str());
+void print_stages(const CompiledKernel& c, const Device& d, int debug) {
+  for (const Stage& s : kernel_stages()) {
+    bool source = std::string(s.name) == "source";
+    if (debug >= 4) std::printf("--- %s\n", s.name);
+    if (debug >= 4 || (debug >= 3 && source))
+      std::printf("%s", source ? source_to_print(d, c.info.src).c_str() : s.text(c).c_str());
+  }
 }
 
 } // namespace
@@ -139,7 +164,7 @@ std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, c
   info.bytes = bytes;
   info.parallel = worth_splitting(c->k, info, o.threads);
   info.src = device.render(info.name, c->k.linear, info.parallel);
-  print_stages(*c, o.debug);
+  print_stages(*c, device, o.debug);
   if (program) {
     int before = device.compile_count();
     c->program = device.compile(info.name, info.src);

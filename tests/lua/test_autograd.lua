@@ -171,4 +171,136 @@ test("a custom gradient replaces the automatic one for the inputs it covers, and
   H.errors(function() Tensor._custom_grad(x, { x }, 1 << 32) end, "no function with id 4294967296")
 end)
 
+-- Reading a value (item, print, tolist, realize) keeps what backward needs, as in PyTorch: the
+-- realized tensor is REALIZED(its buffer, the graph it came from).
+test("item() then backward(): the gradient still flows", function()
+  local w = Tensor.randn(3, 3)
+  w.requires_grad = true
+  local loss = (w * 2):sum()
+  local v = loss:item()
+  loss:backward()
+  H.same(w.grad:tolist(), { { 2.0, 2.0, 2.0 }, { 2.0, 2.0, 2.0 }, { 2.0, 2.0, 2.0 } }) -- d(sum 2w)/dw = 2
+  -- the value read is the sum of the values (hand computation over tolist)
+  local want = 0
+  for _, row in ipairs(w:tolist()) do for _, x in ipairs(row) do want = want + 2 * x end end
+  assert(math.abs(v - want) <= 1e-5 * math.max(1, math.abs(want)), ("item %g, sum %g"):format(v, want))
+  -- reading again runs no kernel: the REALIZED node is read as its buffer
+  local k = GlobalCounters.kernel_count
+  assert(loss:item() == v and GlobalCounters.kernel_count == k, "a second item() ran a kernel")
+  assert(#loss:schedule() == 0, "a realized tensor schedules no kernel")
+end)
+
+test("print (tostring) and tolist, then backward()", function()
+  local w = Tensor({ 1.0, -2.0, 3.0 }):requires_grad_()
+  local loss = (w * w * w):sum() -- d/dw = 3w^2
+  assert(tostring(loss):find("shape=()", 1, true))
+  loss:backward()
+  H.same(w.grad:tolist(), { 3.0, 12.0, 27.0 })
+  w.grad = nil
+  local y = w:exp()
+  y:tolist()
+  y:sum():backward() -- d/dw sum(exp w) = exp w
+  H.same(w.grad:tolist(), { math.exp(1), math.exp(-2), math.exp(3) }, 1e-5 * math.exp(3))
+end)
+
+test("realize in the middle of a graph: dz/dx through a realized y, against finite differences", function()
+  local F = { dtype = "float64" }
+  local base = { 0.3, -1.2, 0.7, 2.0 }
+  local function z_of(xv) -- z = sum(y * y), y = sin(x) * x + x^2
+    local x = Tensor(xv, F)
+    local y = x:sin() * x + x * x
+    return (y * y):sum()
+  end
+  local x = Tensor(base, F):requires_grad_()
+  local y = (x:sin() * x + x * x):realize()
+  assert(y.uop.op == "REALIZED", "a realized y that x's gradient flows through keeps its graph")
+  local z = y * y
+  z = z:sum()
+  z:backward()
+  local got = x.grad:tolist()
+  for k = 1, #base do
+    local function at(d)
+      local v = { table.unpack(base) }
+      v[k] = v[k] + d
+      return z_of(v):item()
+    end
+    local num = (at(1e-6) - at(-1e-6)) / 2e-6
+    assert(math.abs(got[k] - num) <= 1e-6 * math.max(1, math.abs(num)),
+      ("element %d: gradient %.9g, finite differences %.9g"):format(k, got[k], num))
+  end
+end)
+
+test("a training loop that prints its loss every step trains exactly as one that does not", function()
+  local function run(log)
+    Tensor.manual_seed(3)
+    local w1, w2 = Tensor.randn(4, 8):realize(), Tensor.randn(8, 1):realize()
+    local opt = optim.Adam({ w1, w2 }, { lr = 0.01 })
+    local losses = {}
+    local x = Tensor.randn(5, 4):realize()
+    for step = 1, 6 do
+      local loss = ((x:matmul(w1):relu():matmul(w2) - 1) ^ 2):mean()
+      if log then
+        losses[step] = loss:item()
+        tostring(loss) -- as print(loss) does
+        loss:backward()
+        opt:step()
+      else
+        loss:backward()
+        opt:step(loss)
+        losses[step] = loss:item()
+      end
+    end
+    return w1:tolist(), w2:tolist(), losses
+  end
+  local a1, a2, al = run(true)
+  local b1, b2, bl = run(false)
+  H.same(a1, b1, 1e-6)
+  H.same(a2, b2, 1e-6)
+  H.same(al, bl, 1e-6)
+  assert(al[6] < al[1], "the loss went down")
+end)
+
+test("a value realized together with an in-place write to its input is not reused for the same graph after", function()
+  local w = Tensor { 1.0, 2.0 }:realize()
+  local y = w * 2
+  local keep = y + 0 -- keeps y's graph node alive, as a REALIZED loss does
+  w:assign(w + 1)
+  Tensor.realize_all({ y, w })
+  H.same(y:tolist(), { 2.0, 4.0 })       -- computed before the write
+  H.same((w * 2):tolist(), { 4.0, 6.0 }) -- the same graph node, after it: w is 2, 3 now
+  assert(keep)
+end)
+
+test("what realizing keeps for backward is dropped by detach, assign and no_grad", function()
+  local w = Tensor({ 1.0, 2.0 }):requires_grad_()
+  local y = (w * 3):sum():realize()
+  assert(y.uop.op == "REALIZED")
+  local d = y:detach()
+  assert(d.uop.op == "DETACH" and d.uop.src[1].op ~= "REALIZED", "detach drops the graph")
+  H.errors(function() d:backward() end, "does not depend on any tensor with requires_grad")
+  -- an assign's result is its buffer, with no graph
+  local z = (w * 2):realize()
+  z:assign(z + 1):realize()
+  assert(z.uop.op ~= "REALIZED", "an assigned tensor holds no graph")
+  H.same(z:tolist(), { 3.0, 5.0 })
+  -- the results of backward are values
+  y:backward()
+  assert(w.grad.uop.op == "DETACH" or w.grad.uop.op ~= "REALIZED")
+  w.grad:realize()
+  assert(w.grad.uop.op ~= "REALIZED", "a gradient keeps no graph when realized")
+  -- under no_grad a realize keeps nothing, and backward is refused
+  Tensor.no_grad = true
+  local n = (w * 5):sum():realize()
+  assert(Tensor.no_grad == true)
+  Tensor.no_grad = false
+  assert(n.uop.op ~= "REALIZED", "no graph is kept under no_grad")
+  H.errors(function() n:backward() end, "does not depend on any tensor with requires_grad")
+  -- a tensor that no gradient can reach keeps nothing either
+  local plain = (Tensor({ 1.0, 2.0 }) * 2):realize()
+  assert(plain.uop.op ~= "REALIZED")
+  -- and once requires_grad is off, realizing keeps nothing
+  w.requires_grad = false
+  assert((w * 2):realize().uop.op ~= "REALIZED")
+end)
+
 H.done()

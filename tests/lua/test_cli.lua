@@ -61,6 +61,20 @@ test("script arguments arrive in arg and ...", function()
   assert(code == 0 and out == "2\tx\ty\tx\ty\n", ("got %q, exit %s"):format(out, tostring(code)))
 end)
 
+test("DEBUG=3 prints the C preamble once per process, then only each kernel's own source", function()
+  -- three kernels: a sum, and two that call mg_exp2f (the second with the same helper)
+  local code = "print((Tensor.rand(4) + 1):sum():item()); print((Tensor.rand(3) * 2):exp():max():item()); " ..
+    "print((Tensor.rand(5) * 3):exp():sum():item())"
+  local out, rc = run("env -u NOOPT -u BEAM DEBUG=3 DEV=CPU " .. sh_quote(exe) .. " -e " .. sh_quote(code))
+  assert(rc == 0, out)
+  local function count(s) return select(2, out:gsub(s:gsub("%p", "%%%0"), "")) end
+  assert(count("void r_") == 3, "each kernel's function is printed:\n" .. out)
+  assert(count("float exp2f(float)") == 1, "the math declarations are printed once:\n" .. out)
+  assert(count("#define INFINITY") == 1, "the defines are printed once:\n" .. out)
+  assert(count("static inline float mg_exp2f(float x)") == 1, "a helper is printed with its first kernel only:\n" .. out)
+  assert(count("// (the preamble printed with an earlier kernel goes here)") == 2, out)
+end)
+
 test("--version, --help, unknown options, missing files", function()
   local out, code = run(sh_quote(exe) .. " --version")
   assert(code == 0 and out:find("^moongrad %d"), out)

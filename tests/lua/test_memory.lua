@@ -24,4 +24,26 @@ H.test("10,000 realizes of a new 1 MiB tensor keep device memory flat", function
   assert(after_10000 < 128 * 1024 * 1024, ("device memory is %d MiB"):format(after_10000 >> 20))
 end)
 
+H.test("a training loop that reads its loss every step keeps device memory flat", function()
+  -- each loss keeps its graph for backward (REALIZED) until it is dropped: the graphs, the
+  -- batches they read and the activations cached on them must come back as losses are replaced
+  Tensor.manual_seed(1)
+  local w1, w2 = Tensor.randn(256, 256):realize(), Tensor.randn(256, 1):realize()
+  local opt = optim.SGD({ w1, w2 }, { lr = 1e-4 })
+  local function step()
+    local x = Tensor.rand(64, 256):realize()
+    local loss = ((x:matmul(w1):relu():matmul(w2)) ^ 2):mean()
+    assert(loss:item() == loss:item())
+    loss:backward()
+    opt:step()
+    return loss
+  end
+  for _ = 1, 50 do step() end
+  local after_50 = GlobalCounters.mem_used
+  for _ = 1, 450 do step() end
+  local after_500 = GlobalCounters.mem_used
+  assert(after_500 - after_50 <= 8 * 1024 * 1024,
+    ("device memory grew by %.1f MiB over 450 steps"):format((after_500 - after_50) / 2 ^ 20))
+end)
+
 H.done()

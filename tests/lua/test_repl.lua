@@ -151,7 +151,7 @@ test("tensor printing: numpy layout, elision, dtypes", function()
   local out = session({ "Tensor.arange(0, 12):reshape(2, 2, 3)", "Tensor.arange(0, 5000)", "Tensor{1.5, -2}",
     "Tensor{true, false}", "Tensor.ones(2, 3, {dtype='float16'})" })
   check(out, "Tensor([[[ 0,  1,  2],\n         [ 3,  4,  5]],\n\n        [[ 6,  7,  8],",
-    "Tensor([   0,    1,    2, ..., 4997, 4998, 4999], shape=(5000,)", "[1.5, -2.], shape=(2,), dtype=float32",
+    "Tensor([   0,    1,    2, ..., 4997, 4998, 4999], shape=(5000,)", "[ 1.5, -2. ], shape=(2,), dtype=float32",
     "[ true, false]", "dtype=float16")
   local big = Tensor.arange(0, 40 * 40):reshape(40, 40)
   local s = tostring(big)

@@ -233,4 +233,70 @@ H.cpu_test("hand-coded opts: a row as wide as two vectors, and a tall matmul in 
   same(rv[3][5], math.max(0, rows(c)[3][5]), 1e-5 * 65536)
 end)
 
+-- Printing floats as numpy does: the shortest digits that read back as the same value of the
+-- dtype (at most 8 after the point), one format for all the values shown. The expected bodies
+-- were made by numpy 1.24 (Debian's /usr/bin/python3) with
+--   np.array2string(a, separator=', ', prefix='Tensor(', max_line_width=10**6)
+-- for the `a` named in each comment; moongrad's framing around them (shape, dtype, device) is its own.
+test("float tensors print their values as numpy does", function()
+  local nan, inf = 0 / 0, math.huge
+  local ones = {}
+  for i = 1, 2000 do ones[i] = i == 1001 and 0.5 or 1.0 end
+  local cases = {
+    -- np.array([0.99999994, 1, 1], np.float32)
+    { Tensor({ 0.99999994, 1.0, 1.0 }, "float32"), "[0.99999994, 1.        , 1.        ]" },
+    -- np.array([1/3, 2/3, 1])
+    { Tensor({ 1 / 3, 2 / 3, 1.0 }, "float64"), "[0.33333333, 0.66666667, 1.        ]" },
+    -- np.array([1e-5, 1.5e-5], np.float32)
+    { Tensor({ 1e-5, 1.5e-5 }, "float32"), "[1.0e-05, 1.5e-05]" },
+    -- np.array([1e8, 1], np.float32)
+    { Tensor({ 1e8, 1.0 }, "float32"), "[1.e+08, 1.e+00]" },
+    -- np.array([1e100, 1])
+    { Tensor({ 1e100, 1.0 }, "float64"), "[1.e+100, 1.e+000]" },
+    -- np.array([1e7, 1.5])
+    { Tensor({ 1e7, 1.5 }, "float64"), "[1.0e+07, 1.5e+00]" },
+    -- np.array([-1.5, np.nan, np.inf, -np.inf], np.float32)
+    { Tensor({ -1.5, nan, inf, -inf }, "float32"), "[-1.5,  nan,  inf, -inf]" },
+    -- np.array([np.nan, 1.0], np.float32)
+    { Tensor({ nan, 1.0 }, "float32"), "[nan,  1.]" },
+    -- np.array([1.5, -2], np.float32)
+    { Tensor({ 1.5, -2.0 }, "float32"), "[ 1.5, -2. ]" },
+    -- np.arange(6, dtype=np.float32).reshape(2, 3) / np.float32(7)
+    { Tensor({ { 0 / 7, 1 / 7, 2 / 7 }, { 3 / 7, 4 / 7, 5 / 7 } }, "float32"),
+      "[[0.        , 0.14285715, 0.2857143 ],\n        [0.42857143, 0.5714286 , 0.71428573]]" },
+    -- np.array([0.1, 0.2, 0.3], np.float16)
+    { Tensor({ 0.1, 0.2, 0.3 }, "float16"), "[0.1, 0.2, 0.3]" },
+    -- np.array([0.1, 0.2, 0.3], np.float32)
+    { Tensor({ 0.1, 0.2, 0.3 }, "float32"), "[0.1, 0.2, 0.3]" },
+    -- np.array([-0.0, 1.0])
+    { Tensor({ -0.0, 1.0 }, "float64"), "[-0.,  1.]" },
+    -- np.array([123456.789012345])
+    { Tensor({ 123456.789012345 }, "float64"), "[123456.78901235]" },
+    -- np.array(0.99999994, np.float32)
+    { Tensor(0.99999994, "float32"), "0.99999994" },
+    -- np.array([0.012345679], np.float32)
+    { Tensor({ 0.012345679 }, "float32"), "[0.01234568]" },
+    -- np.array([[1e-3, 2.5], [100, -7]], np.float32)
+    { Tensor({ { 1e-3, 2.5 }, { 100.0, -7.0 } }, "float32"), "[[ 1.0e-03,  2.5e+00],\n        [ 1.0e+02, -7.0e+00]]" },
+    -- np.array([[1e-5, -2.5e-7], [3e12, 0]])
+    { Tensor({ { 1e-5, -2.5e-7 }, { 3e12, 0.0 } }, "float64"), "[[ 1.0e-05, -2.5e-07],\n        [ 3.0e+12,  0.0e+00]]" },
+    -- np.array([10416, 20], np.float16): 10420 would read back too, but numpy prints integer digits exactly
+    { Tensor({ 10416.0, 20.0 }, "float16"), "[10416.,    20.]" },
+    -- np.array([1.3040001e-06, 9.470810e-07], np.float32): padded with the exact value's digits, not zeros
+    { Tensor({ 1.3040001e-06, 9.470810e-07 }, "float32"), "[1.3040001e-06, 9.4708099e-07]" },
+    -- np.array([1] * 1000 + [0.5] + [1] * 999, np.float32): the format comes from the values shown
+    { Tensor(ones, "float32"), "[1., 1., 1., ..., 1., 1., 1.]" },
+    -- no numpy bfloat16; by hand: bf16(0.1) = 0.10009765625 reads back from "0.1"; bf16(1/3) =
+    -- 0.333984375, its neighbours 1/512 away, so 0.333 and 0.33 do not read back and 0.334 does
+    { Tensor({ 0.1, 1 / 3 }, "bfloat16"), "[0.1  , 0.334]" },
+  }
+  for i, c in ipairs(cases) do
+    local s = tostring(c[1])
+    local body = s:match("^Tensor%((.*), shape=")
+    assert(body == c[2], ("case %d: printed\n%s\nnumpy prints\n%s"):format(i, tostring(body), c[2]))
+  end
+  -- the framing stays moongrad's
+  assert(tostring(Tensor({ 0.5 }, "float32")) == "Tensor([0.5], shape=(1,), dtype=float32, device=" .. Device.DEFAULT .. ")")
+end)
+
 H.done()
