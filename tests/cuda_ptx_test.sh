@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Every distinct kernel the op suite makes, built for CUDA (NVRTC -> PTX) while the suite runs on
+# Every distinct kernel the op suite and the op matrix make, built for CUDA (NVRTC -> PTX) while the suite runs on
 # the CPU, and each PTX assembled by ptxas for sm_90. No GPU needed.
 set -euo pipefail
-moongrad=$1; src=$2
+moongrad=$1; src=$2; op_matrix=${3:-}
 command -v ptxas >/dev/null || PATH=/usr/local/cuda/bin:$PATH
 command -v ptxas >/dev/null || { echo "SKIPPED: no ptxas (CUDA toolkit) here"; exit 0; }
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 for t in test_torch_refs test_autograd test_nn; do
   MG_CROSS_COMPILE="CUDA:$out" "$moongrad" "$src/tests/lua/$t.lua" > /dev/null
 done
+# every primitive op on every dtype too
+[ -z "$op_matrix" ] || MG_CROSS_COMPILE="CUDA:$out" "$op_matrix" CPU > /dev/null
 n=$(find "$out" -name "*.out" | wc -l); errors=$(find "$out" -name "*.error" | wc -l)
 if [ "$errors" -gt 0 ]; then echo "$errors kernels did not compile for CUDA, e.g.:"; find "$out" -name "*.error" | head -1 | xargs cat; exit 1; fi
 [ "$n" -gt 100 ] || { echo "only $n kernels: the suite did not run?"; exit 1; }
