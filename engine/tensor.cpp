@@ -123,6 +123,14 @@ double load_as(DType d, const void* p) {
   }
 }
 
+// An integer or bool element's exact value: sign-extended when signed, zero-extended when not.
+int64_t load_bits(DType d, const void* p) {
+  if (d != DType::Int64 && d != DType::UInt64) return static_cast<int64_t>(load_as(d, p)); // exact below 2^53
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
 Tensor buffer_tensor(std::shared_ptr<Buffer> b, const Shape& shape) {
   DType d = b->dtype;
   Tensor t(UOp::make(Ops::BUFFER, d, {}, std::move(b)));
@@ -289,14 +297,16 @@ Tensor& Tensor::realize(const char* why) {
 
 std::vector<ScheduleItem> Tensor::schedule() const { return preview_schedule({uop}); }
 
-std::vector<double> Tensor::data() {
-  realize(boundary::output);
-  std::vector<double> out(numel());
+namespace {
+// Every element of the realized tensor t, row-major, read through its view by `load`.
+template <class T, class Load> std::vector<T> read_elements(Tensor& t, Load load) {
+  t.realize(boundary::output);
+  std::vector<T> out(static_cast<size_t>(t.numel()));
   if (out.empty()) return out;
   // After realize the graph is a view of one buffer (under a REALIZED that keeps the graph for
   // gradients): read through its ShapeTracker.
   std::vector<const UOp*> chain;
-  const UOp* u = uop->op == Ops::REALIZED ? uop->src[0].get() : uop.get();
+  const UOp* u = t.uop->op == Ops::REALIZED ? t.uop->src[0].get() : t.uop.get();
   while (is_movement(u->op))
     chain.push_back(u), u = u->src[0].get();
   if (u->op != Ops::BUFFER) internal_error("realized tensor is not a buffer view");
@@ -306,16 +316,44 @@ std::vector<double> Tensor::data() {
   Buffer& b = *u->buffer();
   std::vector<unsigned char> bytes(b.nbytes());
   b.copyout(bytes.data());
-  std::vector<int64_t> idx(ndim(), 0);
-  for (int64_t i = 0; i < numel(); i++) {
+  std::vector<int64_t> idx(t.ndim(), 0);
+  for (int64_t i = 0; i < t.numel(); i++) {
     int64_t off = st.offset_of(idx);
-    out[i] = off < 0 ? 0 : load_as(b.dtype, bytes.data() + off * itemsize(b.dtype));
-    for (int64_t d = ndim() - 1; d >= 0; d--) {
-      if (++idx[d] < shape()[d]) break;
+    out[i] = off < 0 ? T{0} : load(b.dtype, bytes.data() + off * itemsize(b.dtype));
+    for (int64_t d = t.ndim() - 1; d >= 0; d--) {
+      if (++idx[d] < t.shape()[d]) break;
       idx[d] = 0;
     }
   }
   return out;
+}
+} // namespace
+
+std::vector<double> Tensor::data() { return read_elements<double>(*this, load_as); }
+
+std::vector<int64_t> Tensor::int_data() {
+  if (is_float(dtype()))
+    user_error(std::string("int_data: the tensor is ") + name(dtype()) + ", not an integer");
+  return read_elements<int64_t>(*this, load_bits);
+}
+
+Tensor Tensor::from_ints(const std::vector<int64_t>& data, const Shape& shape, DType dtype,
+                         const std::string& device) {
+  if (is_float(dtype) || dtype == DType::Void) {
+    std::vector<double> d(data.begin(), data.end());
+    return from_data(d, shape, dtype, device);
+  }
+  int64_t n = prod(shape);
+  if (static_cast<int64_t>(data.size()) != n)
+    user_error("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) +
+               " needs " + std::to_string(n));
+  size_t size = static_cast<size_t>(itemsize(dtype));
+  std::string bytes(static_cast<size_t>(n) * size, '\0');
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = dtype == DType::Bool ? data[i] != 0 : data[i];
+    std::memcpy(bytes.data() + i * size, &v, size); // little-endian: the low bytes, wrapped
+  }
+  return from_bytes(bytes.data(), bytes.size(), shape, dtype, device);
 }
 
 std::string Tensor::to_bytes() {
@@ -348,13 +386,14 @@ double Tensor::item() {
 }
 
 namespace {
-using Fmt = std::function<std::string(double)>;
+template <class T> using Fmt = std::function<std::string(T)>;
 
 // numpy's layout: values right-aligned to one width, rows on their own lines, a blank line
 // between 2-D blocks, the middle of long dims elided. With `shown`, collects the values that
 // would be printed instead of printing them.
-void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& s, size_t dim, int64_t off,
-             const Fmt& fmt, bool elide, int indent, int width, std::vector<double>* shown = nullptr) {
+template <class T>
+void fmt_rec(std::ostringstream& os, const std::vector<T>& v, const Shape& s, size_t dim, int64_t off,
+             const Fmt<T>& fmt, bool elide, int indent, int width, std::vector<T>* shown = nullptr) {
   if (dim == s.size()) {
     if (shown) {
       shown->push_back(v[off]);
@@ -383,33 +422,41 @@ void fmt_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& 
 }
 } // namespace
 
+namespace {
+// The values laid out as numpy does, each printed by `fmt` (made from the values shown).
+template <class T>
+void format_values(std::ostringstream& os, const std::vector<T>& v, const Shape& shape,
+                   const std::function<Fmt<T>(const std::vector<T>&)>& make_fmt) {
+  bool elide = v.size() > 1000;
+  std::vector<T> shown;
+  std::ostringstream scratch;
+  fmt_rec<T>(scratch, v, shape, 0, 0, nullptr, elide, 7, 0, &shown);
+  Fmt<T> fmt = make_fmt(shown);
+  int width = 0;
+  for (T x : shown)
+    width = std::max(width, static_cast<int>(fmt(x).size()));
+  fmt_rec<T>(os, v, shape, 0, 0, fmt, elide, 7, width);
+}
+} // namespace
+
 std::string Tensor::to_string() {
-  std::vector<double> v = data();
   std::ostringstream os;
   os << "Tensor(";
+  DType d = dtype();
   if (numel() == 0)
-    os << "[]"; // as numpy: no rows of nothing, however many there would be
-  else {
-    // as numpy: one format for the values shown, chosen from those values alone
-    bool elide = numel() > 1000;
-    std::vector<double> shown;
-    std::ostringstream scratch;
-    fmt_rec(scratch, v, shape(), 0, 0, nullptr, elide, 7, 0, &shown);
-    DType d = dtype();
-    Fmt fmt;
-    if (is_float(d))
-      fmt = FloatFormat(shown, d);
-    else
-      fmt = [d](double x) {
+    os << "[]";           // as numpy: no rows of nothing, however many there would be
+  else if (is_float(d)) { // as numpy: one format for the values shown, chosen from those values alone
+    std::vector<double> v = data(); // realizes (replacing uop) before shape() is read
+    format_values<double>(os, v, shape(),
+                          [d](const std::vector<double>& shown) { return FloatFormat(shown, d); });
+  } else { // integers exactly, from their bits
+    std::vector<int64_t> v = int_data();
+    format_values<int64_t>(os, v, shape(), [d](const std::vector<int64_t>&) {
+      return [d](int64_t x) {
         if (d == DType::Bool) return std::string(x != 0 ? "true" : "false");
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.0f", x);
-        return std::string(buf);
+        return d == DType::UInt64 ? std::to_string(static_cast<uint64_t>(x)) : std::to_string(x);
       };
-    int width = 0;
-    for (double x : shown)
-      width = std::max(width, static_cast<int>(fmt(x).size()));
-    fmt_rec(os, v, shape(), 0, 0, fmt, elide, 7, width);
+    });
   }
   os << ", shape=" << shape_str(shape()) << ", dtype=" << name(dtype()) << ", device=" << device() << ")";
   return os.str();

@@ -39,6 +39,9 @@ public:
   // ---- creation
   static Tensor from_data(const std::vector<double>& data, const Shape& shape, DType dtype,
                           const std::string& device = "");
+  // Integers exactly (wrapped into the dtype's width); a float dtype takes them as values.
+  static Tensor from_ints(const std::vector<int64_t>& data, const Shape& shape, DType dtype,
+                          const std::string& device = "");
   static Tensor from_scalar(Scalar s, const Tensor& like); // a 0-d const with tinygrad's dtype rule
   static Tensor empty(const Shape& shape, DType dtype = default_float, const std::string& device = "");
   static Tensor full(const Shape& shape, double value, DType dtype, const std::string& device = "");
@@ -136,6 +139,9 @@ public:
   std::vector<ScheduleItem> schedule() const;
   // Realizes and returns the elements, row-major, as doubles.
   std::vector<double> data();
+  // An integer or bool tensor's elements exactly (64-bit values do not fit a double): sign-
+  // extended when signed, zero-extended when not (a uint64 above 2^63 reads negative here).
+  std::vector<int64_t> int_data();
   // The raw little-endian bytes, row-major (realizes a contiguous copy if needed), and back.
   std::string to_bytes();
   static Tensor from_bytes(const void* data, size_t nbytes, const Shape& shape, DType dtype,

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/errors.h"
 #include "engine/schedule.h"
 #include "interp/lua_state.h"
 
@@ -44,6 +45,7 @@ std::optional<DType> opt_dtype(lua_State* L, int idx) {
 struct Collected {
   Shape shape;
   std::vector<double> vals;
+  std::vector<int64_t> ints; // the same entries exactly, where they are integers or booleans
   bool any_float = false, any_int = false, any_bool = false;
 };
 
@@ -99,6 +101,9 @@ void collect(lua_State* L, int idx, size_t depth, const std::string& path, Colle
       luaL_error(L, "Tensor: %s is a %s; entries must be numbers or booleans", path.c_str(),
                  luaL_typename(L, idx));
     c.vals.push_back(lua_isboolean(L, idx) ? (lua_toboolean(L, idx) ? 1.0 : 0.0) : lua_tonumber(L, idx));
+    c.ints.push_back(lua_isboolean(L, idx)   ? lua_toboolean(L, idx)
+                     : lua_isinteger(L, idx) ? lua_tointeger(L, idx)
+                                             : 0);
     return;
   }
   if (lua_type(L, idx) != LUA_TTABLE)
@@ -127,6 +132,8 @@ Tensor tensor_from_value(lua_State* L, int idx, std::optional<DType> dtype) {
              : c.any_int   ? DType::Int32
              : c.any_bool  ? DType::Bool
                            : default_float; // an empty list, as tinygrad's Tensor([])
+  // integers exactly when every entry is one (a double holds 53 bits, an int64 64)
+  if (is_int(dt) && !c.any_float) return Tensor::from_ints(c.ints, c.shape, dt);
   return Tensor::from_data(c.vals, c.shape, dt);
 }
 
@@ -539,6 +546,29 @@ void push_nested(lua_State* L, const double*& p, const Shape& shape, size_t dim,
   }
 }
 
+// An integer element exactly; a uint64 past 2^63 (no Lua integer holds it) as a float.
+void push_int_element(lua_State* L, int64_t v, DType dt) {
+  if (dt == DType::Bool)
+    lua_pushboolean(L, v != 0);
+  else if (dt == DType::UInt64 && v < 0)
+    lua_pushnumber(L, static_cast<lua_Number>(static_cast<uint64_t>(v)));
+  else
+    lua_pushinteger(L, v);
+}
+
+void push_nested_ints(lua_State* L, const int64_t*& p, const Shape& shape, size_t dim, DType dt) {
+  if (dim == shape.size()) {
+    push_int_element(L, *p++, dt);
+    return;
+  }
+  luaL_checkstack(L, 3, "tolist");
+  lua_createtable(L, static_cast<int>(shape[dim]), 0);
+  for (int64_t i = 0; i < shape[dim]; i++) {
+    push_nested_ints(L, p, shape, dim + 1, dt);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
 int t_tolist(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
   // the nested lists exist even when there are no elements: (2^40, 0) would be 2^40 tables
@@ -546,6 +576,12 @@ int t_tolist(lua_State* L) {
   for (size_t d = 0; d + 1 < x.shape().size() && level > 0; d++) {
     if (__builtin_mul_overflow(level, x.shape()[d], &level) || level > (int64_t(1) << 27))
       luaL_error(L, "tolist: shape %s needs too many nested lists", shape_str(x.shape()).c_str());
+  }
+  if (!is_float(x.dtype())) {
+    std::vector<int64_t> d = x.int_data();
+    const int64_t* p = d.data();
+    push_nested_ints(L, p, x.shape(), 0, x.dtype());
+    return 1;
   }
   std::vector<double> d = x.data();
   const double* p = d.data();
@@ -555,6 +591,12 @@ int t_tolist(lua_State* L) {
 
 int t_item(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
+  if (!is_float(x.dtype())) {
+    if (x.numel() != 1)
+      user_error("item() needs a tensor with one element, got shape " + shape_str(x.shape()));
+    push_int_element(L, x.int_data()[0], x.dtype());
+    return 1;
+  }
   push_element(L, x.item(), x.dtype());
   return 1;
 }

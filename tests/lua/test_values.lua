@@ -299,4 +299,19 @@ test("float tensors print their values as numpy does", function()
   assert(tostring(Tensor({ 0.5 }, "float32")) == "Tensor([0.5], shape=(1,), dtype=float32, device=" .. Device.DEFAULT .. ")")
 end)
 
+test("64-bit integers stay exact from Lua to the device and back (a double holds 53 bits)", function()
+  local big, low = math.maxinteger, math.mininteger -- Lua's own 64-bit integers are the reference
+  local t = Tensor({ big, low, 9007199254740993 }, "int64")
+  local l = t:tolist()
+  assert(l[1] == big and l[2] == low and l[3] == 9007199254740993, ("read back %d %d %d"):format(l[1], l[2], l[3]))
+  assert(math.type(l[1]) == "integer")
+  assert((t - 1):tolist()[1] == big - 1 and t:max():item() == big and t[{ 2 }]:item() == 9007199254740993)
+  assert((t + 1):tolist()[1] == low, "int64 arithmetic wraps")
+  assert(tostring(t):match("^Tensor%(%[ 9223372036854775807, %-9223372036854775808,     9007199254740993%]"), tostring(t))
+  -- uint64 past 2^63: printed exactly; in Lua (no such integer) a float of the right size
+  local u = Tensor({ 0 }, "uint64") - 1
+  assert(tostring(u):match("^Tensor%(%[18446744073709551615%]"), tostring(u))
+  assert(u:item() == 2.0 ^ 64, tostring(u:item()))
+end)
+
 H.done()
