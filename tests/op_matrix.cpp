@@ -535,6 +535,34 @@ int main(int argc, char** argv) {
     }
   }
 
+  // bitcasts: every pair of one size (bool has no bits to reinterpret); the reference is the bytes
+  // read as the other type
+  for (DType to : kDTypes) {
+    if (to == DType::Bool) continue;
+    std::string row = std::string("BITCAST to ") + name(to);
+    for (DType from : kDTypes) {
+      if (from == DType::Bool || from == to || itemsize(from) != itemsize(to)) {
+        put(row, from, Cell{});
+        continue;
+      }
+      std::vector<V> e = edge_values(from), want = decode(to, encode(from, e));
+      auto make = [&] {
+        Tensor x = input(dev, from, e);
+        Tensor y = x.add(Tensor::full(x.shape(), 0, from)); // a computed value, not a buffer
+        return Tensor(UOp::make(Ops::BITCAST, to, {y.uop})).realize();
+      };
+      auto args = [&](size_t k) { return std::string(name(from)) + " " + show(from, e[k]); };
+      // NaN payloads and -0 + 0 may change through the ADD: compare bits of what went in
+      auto skip = [&](size_t k) -> std::string {
+        return is_float(from) && (std::isnan(e[k].f) || e[k].f == 0)
+                   ? "BITCAST of NaN and -0 after an ADD (bits not fixed)"
+                   : "";
+      };
+      Cell c = run(dev, to, make, want, args, Tol::Exact, name(from), skip);
+      put(row, from, c);
+    }
+  }
+
   // the matrix, then what went wrong
   std::printf("op_matrix on %s: rows are ops, columns the input dtype\n%-16s", dev.c_str(), "");
   for (DType d : kDTypes)

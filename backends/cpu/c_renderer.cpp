@@ -109,6 +109,11 @@ const Dialect& c_dialect() {
   static const Dialect d = [] {
     Dialect d;
     d.name = "C";
+    d.bitcast = [](DType from, DType to, const std::string& x) -> std::string {
+      if (from == DType::BFloat16 || to == DType::BFloat16 || from == DType::Bool || to == DType::Bool)
+        return "";
+      return "((union { " + std::string(c_type(from)) + " f; " + c_type(to) + " t; }){ .f = " + x + " }).t";
+    };
     d.type = [](DType t) { return std::string(c_type(t)); };
     d.load = [](DType t, const std::string& b, const std::string& i) {
       return t == DType::BFloat16 ? "bf16_to_f32(" + b + "[" + i + "])" : b + "[" + i + "]";

@@ -188,6 +188,11 @@ std::string alu(LRender& r, const UOp& u, const std::vector<std::string>& a) {
     return r.emit("fdiv " + t + " " + literal(d, 1) + ", " + a[0]);
   case Ops::CAST:
     return cast(r, sd, d, a[0]);
+  case Ops::BITCAST: // one size: an integer to an integer is the same IR type
+    if (sd == DType::BFloat16 || d == DType::BFloat16 || sd == DType::Bool || d == DType::Bool)
+      throw std::runtime_error(std::string("the LLVM renderer cannot BITCAST ") + name(sd) + " to " +
+                               name(d));
+    return st == t ? a[0] : r.emit("bitcast " + st + " " + a[0] + " to " + t);
   case Ops::ADD:
     return bin(f ? "fadd contract" : d == DType::Bool ? "or" : nsw ? "add nsw" : "add");
   case Ops::SUB:

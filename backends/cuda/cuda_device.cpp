@@ -36,6 +36,17 @@ const Dialect& cuda_dialect() {
   static const Dialect d = [] {
     Dialect d;
     d.name = "CUDA C";
+    d.bitcast = [](DType from, DType to, const std::string& x) -> std::string {
+      bool f32 = from == DType::Float32 || to == DType::Float32,
+           f64 = from == DType::Float64 || to == DType::Float64;
+      if (f32)
+        return is_float(from) ? "((" + cu_type(to) + ")__float_as_uint(" + x + "))"
+                              : "__uint_as_float((unsigned int)" + x + ")";
+      if (f64)
+        return is_float(from) ? "((" + cu_type(to) + ")__double_as_longlong(" + x + "))"
+                              : "__longlong_as_double((long long)" + x + ")";
+      return "";
+    };
     d.type = cu_type;
     d.load = [](DType t, const std::string& b, const std::string& i) {
       if (t == DType::Float16) return "__half2float(" + b + "[" + i + "])";

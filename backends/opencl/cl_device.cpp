@@ -35,6 +35,10 @@ const Dialect& cl_dialect() {
   static const Dialect d = [] {
     Dialect d;
     d.name = "OpenCL C";
+    d.bitcast = [](DType from, DType to, const std::string& x) -> std::string {
+      if (itemsize(from) < 4 || from == DType::BFloat16 || to == DType::BFloat16) return "";
+      return "as_" + cl_type(to) + "(" + x + ")";
+    };
     d.type = cl_type;
     // half and bfloat16 compute in float (PoCL has no cl_khr_fp16); buffers hold their bits
     d.load = [](DType t, const std::string& b, const std::string& i) {

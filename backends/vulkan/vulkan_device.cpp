@@ -136,6 +136,18 @@ const Dialect& glsl_dialect() {
   static const Dialect d = [] {
     Dialect d;
     d.name = "GLSL";
+    d.bitcast = [](DType from, DType to, const std::string& x) -> std::string {
+      bool from_float = is_float(from);
+      DType f = from_float ? from : to, i = from_float ? to : from;
+      std::string u = is_unsigned(i) ? "Uint" : "Int";
+      if (f == DType::Float32)
+        return from_float ? "floatBitsTo" + u + "(" + x + ")"
+                          : "(" + std::string(is_unsigned(i) ? "uint" : "int") + "BitsToFloat(" + x + "))";
+      if (f == DType::Float64)
+        return from_float ? "doubleBitsTo" + u + "64(" + x + ")"
+                          : (is_unsigned(i) ? "uint64BitsToDouble(" : "int64BitsToDouble(") + x + ")";
+      return ""; // float16 computes in float
+    };
     d.type = glsl_type;
     d.load = [](DType t, const std::string& b, const std::string& i) {
       // a gated load may have a negative constant index (never read): GLSL rejects it at compile time

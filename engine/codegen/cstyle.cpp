@@ -75,6 +75,16 @@ std::string alu_expr(const Dialect& dl, const UOp& u, const std::vector<std::str
     return "(" + lit(1) + "/" + a[0] + ")";
   case Ops::CAST:
     return dl.cast(d, a[0]);
+  case Ops::BITCAST: {
+    DType from = u.src[0]->dtype;
+    if (is_int(from) && is_int(d)) return dl.cast(d, a[0]); // one size: the cast keeps the bits
+    if (std::string e = dl.bitcast ? dl.bitcast(from, d, a[0]) : ""; !e.empty()) return e;
+    throw std::runtime_error(
+        "the " + dl.name + " renderer cannot BITCAST " + name(from) + " to " + name(d) +
+        (from == DType::BFloat16 || d == DType::BFloat16 || from == DType::Float16 || d == DType::Float16
+             ? " (it computes the 16-bit floats in float32)"
+             : ""));
+  }
   case Ops::ADD:
     return bin("+");
   case Ops::SUB:

@@ -39,6 +39,9 @@ struct Dialect {
   // An op the dialect writes its own way, or "" for the common C form.
   std::function<std::string(const UOp&, const std::vector<std::string>&)> alu;
   std::function<std::string(LaunchDim)> special; // gidx0 / lidx0 -> the id
+  // x's bits read as dtype `to` (a float and an integer of one size; integers of one size are a
+  // cast), or "" where the dialect cannot (a dtype computed in another type)
+  std::function<std::string(DType from, DType to, const std::string& x)> bitcast;
   // the integer remainder a % b with C's sign (truncating); default: a % b
   std::function<std::string(const std::string& a, const std::string& b)> rem;
   std::string inf = "INFINITY", nan = "NAN";
