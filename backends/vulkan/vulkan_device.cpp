@@ -173,6 +173,10 @@ const Dialect& glsl_dialect() {
       if (t == DType::BFloat16) return e + "bf16_bits(" + v + ");";
       return e + v + ";";
     };
+    // GLSL indexes an array with a 32-bit int only (an int64_t index does not compile). Int64 index
+    // math (a view reaching past 2^31 elements) stays int64 up to the final index, which is then
+    // exact as an int for every element of a buffer of at most 2^31 elements; VkProgram::run
+    // refuses a larger buffer ("indices past 2^31") instead of letting the index wrap.
     d.index = [](DType t, const std::string& i) { return t == DType::Int64 ? "int(" + i + ")" : i; };
     d.cast = [](DType t, const std::string& x) {
       if (t == DType::Float16) return "float(float16_t(" + x + "))";
@@ -374,6 +378,21 @@ struct VkBuf {
   size_t size = 0;
 };
 
+// The element size of each storage buffer a kernel declares, by binding, read from the lines
+// glsl_dialect's header writes: "layout(std430, set = 0, binding = i) ... buffer Bi { T datai[]; };".
+std::vector<size_t> item_sizes(const std::string& src) {
+  static const std::map<std::string, size_t> sizes{
+      {"uint8_t", 1}, {"int8_t", 1}, {"uint16_t", 2}, {"int16_t", 2},  {"float16_t", 2}, {"int", 4},
+      {"uint", 4},    {"float", 4},  {"int64_t", 8},  {"uint64_t", 8}, {"double", 8}};
+  std::vector<size_t> r;
+  for (size_t at = 0; (at = src.find("binding = ", at)) != std::string::npos; at++) {
+    size_t type = src.find("{ ", at), end = type == std::string::npos ? type : src.find(' ', type + 2);
+    auto it = end == std::string::npos ? sizes.end() : sizes.find(src.substr(type + 2, end - type - 2));
+    r.push_back(it == sizes.end() ? 1 : it->second); // not known: counted as bytes, the strictest
+  }
+  return r;
+}
+
 struct Context {
   Handle<VkInstance> instance;
   VkPhysicalDevice phys = VK_NULL_HANDLE;
@@ -455,7 +474,10 @@ struct Context {
 
 class VkProgram : public Program {
 public:
-  VkProgram(Context& c, const std::vector<uint32_t>& spirv, uint32_t bindings) : c_(c), bindings_(bindings) {
+  // `items`: the element size of each storage buffer, by binding
+  VkProgram(Context& c, const std::string& fn, const std::vector<uint32_t>& spirv, std::vector<size_t> items)
+      : c_(c), fn_(fn), items_(std::move(items)), bindings_(static_cast<uint32_t>(items_.size())) {
+    uint32_t bindings = bindings_;
     VkDevice d = c.device;
     VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     smci.codeSize = spirv.size() * 4;
@@ -528,6 +550,12 @@ public:
   VkProgram(const VkProgram&) = delete;
   VkProgram& operator=(const VkProgram&) = delete;
   void run(void** bufs, size_t n, const Launch& l) override {
+    for (uint32_t i = 0; i < bindings_ && i < n; i++)
+      if (size_t elems = static_cast<VkBuf*>(bufs[i])->size / items_[i]; elems > (size_t{1} << 31))
+        throw std::runtime_error(
+            "VULKAN: indices past 2^31 are not supported: kernel " + fn_ + "'s buffer " + std::to_string(i) +
+            " holds " + std::to_string(elems) +
+            " elements, and GLSL indexes a buffer with a 32-bit int (at most 2^31 elements)");
     std::lock_guard<std::mutex> lk(c_.m);
     std::vector<VkDescriptorBufferInfo> infos(bindings_);
     std::vector<VkWriteDescriptorSet> writes(bindings_);
@@ -568,6 +596,8 @@ public:
 
 private:
   Context& c_;
+  std::string fn_;
+  std::vector<size_t> items_;
   uint32_t bindings_;
   // in the order they are made: released in reverse, by a throw in the constructor too
   Handle<VkShaderModule> module_;
@@ -669,10 +699,7 @@ public:
     }
     spirv_tool(words, false); // every module is validated before it runs
     compiles_++;
-    uint32_t bindings = 0;
-    for (size_t at = 0; (at = src.find("binding = ", at)) != std::string::npos; at++)
-      bindings++;
-    return std::make_unique<VkProgram>(ctx(), words, bindings);
+    return std::make_unique<VkProgram>(ctx(), fn, words, item_sizes(src));
   }
 
 private:
