@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <unordered_map>
 
 #include "engine/codegen/lowerer.h"
+#include "engine/codegen/pipeline.h"
 #include "engine/device.h"
 #include "engine/kernel_cache.h"
 #include "engine/pattern.h"
@@ -94,13 +97,13 @@ std::string label(const UOp* u, std::string* full_arg) {
 
 struct Graph {
   std::string dot;
-  size_t nodes = 0;
+  size_t nodes = 0, edges = 0;
 };
 
 // The nodes of `roots` as DOT statements, sources above their users; `prefix` keeps the ids of
 // one cluster apart from another's (kernels share nodes such as DEFINE_GLOBAL 0).
 void add_nodes(std::ostringstream& os, const std::vector<UOpRef>& roots, const std::string& prefix,
-               size_t& count) {
+               Graph& g) {
   std::unordered_map<const UOp*, size_t> id;
   for (auto& r : roots)
     for (const UOp* u : toposort(r.get())) {
@@ -113,56 +116,38 @@ void add_nodes(std::ostringstream& os, const std::vector<UOpRef>& roots, const s
          << dot_escape(shorten(arg, 400)) << "\"];\n";
       for (auto& s : u->src)
         os << "  " << prefix << id.at(s.get()) << " -> " << prefix << i << ";\n";
+      g.edges += u->src.size();
     }
-  count += id.size();
+  g.nodes += id.size();
 }
 
 const char* kDotHead = "digraph G {\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", "
                        "fontsize=10, height=0.3];\n  edge [arrowsize=0.6, color=\"#555555\"];\n";
 
-// A DOT graph: the shared head, what `body` writes (it counts the nodes), the closing brace.
+// A DOT graph: the shared head, what `body` writes (it counts the nodes and edges), the closing brace.
 template <class F> Graph dot_graph(F body) {
   std::ostringstream os;
   Graph g;
   os << kDotHead;
-  body(os, g.nodes);
+  body(os, g);
   os << "}\n";
   g.dot = os.str();
   return g;
 }
 
 Graph graph_of(const std::vector<UOpRef>& roots) {
-  return dot_graph([&](std::ostringstream& os, size_t& n) { add_nodes(os, roots, "n", n); });
+  return dot_graph([&](std::ostringstream& os, Graph& g) { add_nodes(os, roots, "n", g); });
 }
 
 Graph schedule_graph(const std::vector<ScheduleItem>& items) {
-  return dot_graph([&](std::ostringstream& os, size_t& n) {
+  return dot_graph([&](std::ostringstream& os, Graph& g) {
     for (size_t k = 0; k < items.size(); k++) {
       os << " subgraph cluster_" << k << " {\n  label=\"kernel " << k + 1
          << ": why a kernel: " << dot_escape(items[k].reason)
          << "\"; style=\"rounded\"; color=\"#888888\"; fontname=\"Helvetica\";\n";
-      add_nodes(os, {items[k].ast}, "k" + std::to_string(k) + "_", n);
+      add_nodes(os, {items[k].ast}, "k" + std::to_string(k) + "_", g);
       os << " }\n";
     }
-  });
-}
-
-// The linear program keeps its order: one rank per line, data edges beside.
-Graph linear_graph(const std::vector<UOpRef>& linear) {
-  return dot_graph([&](std::ostringstream& os, size_t& n) {
-    std::unordered_map<const UOp*, size_t> at;
-    for (size_t i = 0; i < linear.size(); i++) {
-      const UOp* u = linear[i].get();
-      at[u] = i;
-      std::string arg;
-      std::string l = std::to_string(i) + ": " + label(u, &arg);
-      os << "  l" << i << " [label=\"" << l << "\", fillcolor=\"" << color(u->op) << "\"];\n";
-      if (i > 0) os << "  l" << i - 1 << " -> l" << i << " [style=invis, weight=100];\n";
-      for (auto& s : u->src)
-        if (auto it = at.find(s.get()); it != at.end())
-          os << "  l" << it->second << " -> l" << i << " [constraint=false, color=\"#5577aa\"];\n";
-    }
-    n = linear.size();
   });
 }
 
@@ -194,11 +179,19 @@ std::string shell_quote(const std::string& s) {
   return r + "'";
 }
 
-// Graphviz's layout as SVG: `dot` in a subprocess, stopped after a minute (a graph that big is
-// shown as text before it gets here, so this is a guard against a stuck process).
-std::string run_dot(const std::string& dot) {
+// Graphviz's layout as SVG, or why there is none: `dot` in a subprocess, stopped after `seconds`.
+// A graph that dot cannot lay out in time (or at all) is shown as text instead; only a missing dot
+// is an error, since then no graph can be drawn.
+struct Layout {
+  std::string svg, why_not;
+};
+Layout run_dot(const std::string& dot, double seconds) {
   TempFile in("mg-viz-", dot), err("mg-viz-err-", "");
-  std::string cmd = "timeout 60 dot -Tsvg " + shell_quote(in.path) + " 2>" + shell_quote(err.path);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3g", seconds);
+  // -k: a dot that ignores SIGTERM is killed a second later
+  std::string cmd = std::string("timeout -k 1 ") + secs + " dot -Tsvg " + shell_quote(in.path) + " 2>" +
+                    shell_quote(err.path);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw std::runtime_error("VIZ: cannot run Graphviz's dot");
   std::string out;
@@ -210,17 +203,127 @@ std::string run_dot(const std::string& dot) {
   if (rc != 0) {
     std::ifstream e(err.path);
     std::string msg((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)
+    int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    if (code == 127)
       throw std::runtime_error(
           "VIZ needs Graphviz's dot to lay out the graphs (Debian: apt install graphviz)");
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 124)
-      throw std::runtime_error("VIZ: Graphviz's dot took over a minute");
-    throw std::runtime_error("VIZ: Graphviz's dot failed: " + shorten(msg, 300));
+    if (code == 124 || code == 137) return {"", std::string("Graphviz's dot took over ") + secs + " s"};
+    return {"", "Graphviz's dot failed: " + shorten(msg, 300)};
   }
   size_t svg = out.find("<svg");
-  if (svg == std::string::npos) throw std::runtime_error("VIZ: Graphviz's dot wrote no SVG");
-  return out.substr(svg);
+  if (svg == std::string::npos) return {"", "Graphviz's dot wrote no SVG"};
+  return {out.substr(svg), ""};
 }
+
+// The time left for the layouts of one page (of one realize's part, for VIZ=1): after it is
+// spent, the graphs still to come are shown as text, so the page is written within seconds.
+class DotClock {
+public:
+  DotClock()
+      : end_(std::chrono::steady_clock::now() +
+             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                 std::chrono::duration<double>(kVizDotPageSeconds))) {}
+  double left() const {
+    return std::chrono::duration<double>(end_ - std::chrono::steady_clock::now()).count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point end_;
+};
+
+// ---- the linear program as a listing, with unrolled repetition folded
+
+// A line's shape: the line with each number blanked ("  12 ADD float32 [10, 11]" and
+// "  37 ADD float32 [35, 36]" are alike). A number starts at a digit that no letter or digit
+// precedes, so the digits of "float32" or "gidx0" are kept. The spaces that right-align the line's
+// number are dropped with it.
+std::string line_shape(const std::string& line) {
+  std::string r;
+  for (size_t i = line.find_first_not_of(' '); i < line.size();) {
+    bool starts = std::isdigit(static_cast<unsigned char>(line[i])) &&
+                  (i == 0 || !std::isalnum(static_cast<unsigned char>(line[i - 1])));
+    if (!starts) {
+      r += line[i++];
+      continue;
+    }
+    while (i < line.size() &&
+           (std::isdigit(static_cast<unsigned char>(line[i])) || line[i] == '.' ||
+            (line[i] == 'e' && i + 1 < line.size() &&
+             (std::isdigit(static_cast<unsigned char>(line[i + 1])) || line[i + 1] == '-'))))
+      i += line[i] == 'e' ? 2 : 1;
+    r += '#';
+  }
+  return r;
+}
+
+// Writes lines as HTML: a run of copies of one block of lines (an UNROLLed or UPCASTed body: the
+// same ops, other numbers) shows its first copy, then "... repeated N more times" that opens to
+// the others. Each copy is folded the same way inside.
+class Folder {
+public:
+  explicit Folder(const std::vector<std::string>& lines) : lines_(lines) {
+    std::unordered_map<std::string, int> ids;
+    for (auto& l : lines)
+      shape_.push_back(ids.emplace(line_shape(l), static_cast<int>(ids.size())).first->second);
+  }
+  std::string html() {
+    write(0, lines_.size());
+    flush();
+    return out_;
+  }
+
+private:
+  static constexpr size_t kMaxPeriod = 512; // the longest block looked for, in lines
+  static constexpr size_t kMinHidden = 4;   // fewer lines are not worth a fold
+
+  bool alike(size_t a, size_t b, size_t n) const {
+    for (size_t k = 0; k < n; k++)
+      if (shape_[a + k] != shape_[b + k]) return false;
+    return true;
+  }
+  // The block length p and copy count c that cover the most lines from `at` (the shortest block
+  // of those that cover as many).
+  std::pair<size_t, size_t> run_at(size_t at, size_t end) const {
+    size_t best_p = 1, best_c = 1;
+    for (size_t p = 1; p <= kMaxPeriod && at + 2 * p <= end; p++) {
+      size_t c = 1;
+      while (at + (c + 1) * p <= end && alike(at, at + c * p, p))
+        c++;
+      if (c > 1 && p * c > best_p * best_c) best_p = p, best_c = c;
+    }
+    return {best_p, best_c};
+  }
+  void write(size_t from, size_t end) {
+    for (size_t i = from; i < end;) {
+      auto [p, c] = run_at(i, end);
+      if (c < 2 || p * (c - 1) < kMinHidden) {
+        pending_ += html_escape(lines_[i++]) + "\n";
+        continue;
+      }
+      flush();
+      out_ += "<div class=\"fold\">\n"; // the first copy and the others, under one bar
+      write(i, i + p);
+      flush();
+      std::string block = p == 1 ? "the line above" : "the " + std::to_string(p) + " lines above";
+      out_ += "<details><summary>... repeated " + std::to_string(c - 1) + " more time" + (c > 2 ? "s" : "") +
+              ": " + block + " again as lines " + std::to_string(i + p) + " to " +
+              std::to_string(i + p * c - 1) + ", the same ops with other numbers</summary>\n";
+      for (size_t k = 1; k < c; k++)
+        write(i + k * p, i + (k + 1) * p);
+      flush();
+      out_ += "</details>\n</div>\n";
+      i += p * c;
+    }
+  }
+  void flush() {
+    if (!pending_.empty()) out_ += "<pre>" + pending_ + "</pre>\n";
+    pending_.clear();
+  }
+
+  const std::vector<std::string>& lines_;
+  std::vector<int> shape_;
+  std::string out_, pending_;
+};
 
 // A short one-line form of a node and what is below it, for the rewrite list.
 std::string expr(const UOp* u, int depth) {
@@ -237,8 +340,10 @@ std::string expr(const UOp* u, int depth) {
 
 struct Stage {
   std::string group, title, notes; // notes: HTML
-  Graph graph;
-  std::string text; // shown when the graph is too large to lay out
+  Graph graph;                     // none for a stage that is text (the linear program, the source)
+  std::string text;                // shown beside the graph, or instead of it when it is not laid out
+  std::string listing;             // HTML shown in place of `text` (the linear program, folded)
+  size_t lines = 0;                // the listing's length
 };
 
 // A rule's name without its table's location when the pass column already shows it.
@@ -276,7 +381,7 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
   for (auto& o : outs)
     outs_text += print_tree(o);
   st.push_back({group, "tensor graph", "the lazy graph the tensors hold, before scheduling", graph_of(outs),
-                outs_text});
+                outs_text, "", 0});
   std::string reasons = "<ol>";
   std::string sched_text;
   for (auto& it : items) {
@@ -287,7 +392,7 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
   st.push_back(
       {group, "schedule (" + std::to_string(items.size()) + " kernels)",
        "each box is a kernel; its label says why it is a kernel of its own" + reasons + schedule_notes,
-       schedule_graph(items), sched_text});
+       schedule_graph(items), sched_text, "", 0});
   for (size_t k = 0; k < items.size(); k++) {
     const ScheduleItem& item = items[k];
     // the kernel the realize runs, as the compiler built it (stages kept, not lowered again)
@@ -297,7 +402,9 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
     tr.passes = c.passes, tr.steps = c.steps;
     for (const mg::Stage& s : kernel_stages()) {
       std::string n = s.name, what = s.what, text = s.text(c);
-      Graph graph; // none for the source: it is text
+      Graph graph; // none for the linear program and the source: they are text
+      std::string listing;
+      size_t lines = 0;
       if (n == "ast") {
         what += std::string("; why a kernel: ") + item.reason, graph = graph_of({item.ast});
       } else if (n == "opts") {
@@ -306,32 +413,50 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
         graph = graph_of({c.k.lowered});
       } else if (n == "simplified") {
         graph = graph_of({c.k.simplified});
-      } else if (n == "linear") {
-        graph = linear_graph(c.k.linear);
+      } else if (n == "linear") { // a list, shown as one: a graph of it is too big for dot (#21)
+        std::vector<std::string> ls = linear_lines(c.k.linear);
+        listing = Folder(ls).html(), lines = ls.size();
       }
-      st.push_back({kg, n, html_escape(what) + (n == "simplified" ? steps_html(tr) : ""), graph, text});
+      st.push_back({kg, n, html_escape(what) + (n == "simplified" ? steps_html(tr) : ""), graph, text,
+                    listing, lines});
     }
   }
   return st;
 }
 
-std::string stage_html(const Stage& s, size_t index) {
-  std::ostringstream os;
-  bool text_only = s.graph.dot.empty(); // a stage that is text (the source)
-  bool lay_out = !text_only && s.graph.nodes <= kVizMaxNodes;
-  os << "<section class=\"stage\" data-index=\"" << index << "\" data-group=\"" << html_escape(s.group)
-     << "\" data-title=\"" << html_escape(s.title) << "\" data-nodes=\"" << (lay_out ? s.graph.nodes : 0)
-     << "\">\n<h2>" << html_escape(s.group) << ": " << html_escape(s.title) << " <small>(" << s.graph.nodes
-     << " nodes)</small></h2>\n<div class=\"notes\">" << s.notes << "</div>\n";
-  if (text_only) os << "<pre>" << html_escape(s.text) << "</pre>\n</section>\n";
-  if (text_only) return os.str();
-  if (lay_out)
-    os << "<div class=\"graph\">" << run_dot(s.graph.dot) << "</div>\n";
+std::string stage_html(const Stage& s, size_t index, const DotClock& clock) {
+  bool text_only = s.graph.dot.empty(); // a stage that is text (the linear program, the source)
+  Layout lay;                           // the SVG, or why the graph is shown as text
+  if (text_only)
+    lay.why_not = "text";
+  else if (s.graph.nodes > kVizMaxNodes || s.graph.edges > kVizMaxEdges)
+    lay.why_not = std::to_string(s.graph.nodes) + " nodes and " + std::to_string(s.graph.edges) +
+                  " edges: too many to lay out in seconds (the limits are " + std::to_string(kVizMaxNodes) +
+                  " nodes, " + std::to_string(kVizMaxEdges) + " edges)";
+  else if (clock.left() < 0.5)
+    lay.why_not = "the page's time for layouts (" + std::to_string(static_cast<int>(kVizDotPageSeconds)) +
+                  " s) is spent";
   else
-    os << "<p>" << s.graph.nodes << " nodes: too many to lay out (more than " << kVizMaxNodes
-       << "); the IR as text:</p>\n";
-  os << "<details" << (lay_out ? "" : " open") << "><summary>as text</summary><pre>" << html_escape(s.text)
-     << "</pre></details>\n</section>\n";
+    lay = run_dot(s.graph.dot, std::min(kVizDotSeconds, clock.left()));
+  bool laid_out = !text_only && lay.why_not.empty();
+  std::ostringstream os;
+  os << "<section class=\"stage\" data-index=\"" << index << "\" data-group=\"" << html_escape(s.group)
+     << "\" data-title=\"" << html_escape(s.title) << "\" data-nodes=\"" << (laid_out ? s.graph.nodes : 0)
+     << "\">\n<h2>" << html_escape(s.group) << ": " << html_escape(s.title) << " <small>(";
+  if (s.listing.empty())
+    os << s.graph.nodes << " nodes";
+  else
+    os << s.lines << " lines";
+  os << ")</small></h2>\n<div class=\"notes\">" << s.notes << "</div>\n";
+  std::string text = s.listing.empty() ? "<pre>" + html_escape(s.text) + "</pre>"
+                                       : "<div class=\"listing\">" + s.listing + "</div>";
+  if (text_only) return os.str() + text + "\n</section>\n";
+  if (laid_out)
+    os << "<div class=\"graph\">" << lay.svg << "</div>\n";
+  else
+    os << "<p>Shown as text: " << html_escape(lay.why_not) << ".</p>\n";
+  os << "<details" << (laid_out ? "" : " open") << "><summary>as text</summary>" << text
+     << "</details>\n</section>\n";
   return os.str();
 }
 
@@ -349,6 +474,9 @@ main { flex: 1; overflow: auto; padding: 8px 16px; }
 .stage { display: none; } .stage.current { display: block; }
 .graph svg { max-width: 100%; height: auto; }
 pre { background: #f6f6f6; padding: 6px; font-size: 12px; }
+.listing pre { margin: 0; padding: 0 6px; }
+.listing div.fold { border-left: 3px solid #90a4ae; margin: 2px 0 2px 2px; padding-left: 4px; }
+.listing summary { font-size: 12px; color: #455a64; cursor: pointer; }
 table.steps { border-collapse: collapse; font-size: 12px; } table.steps td, table.steps th { border: 1px solid #ddd; padding: 2px 6px; font-family: monospace; }
 #selftest { color: #666; font-size: 11px; }
 </style></head><body>
@@ -419,8 +547,9 @@ void write_file(const std::string& path, const std::string& text) {
 
 std::string render_stages(const std::vector<Stage>& st, size_t& index) {
   std::string body;
+  DotClock clock;
   for (auto& s : st)
-    body += stage_html(s, index++);
+    body += stage_html(s, index++, clock);
   return body;
 }
 

@@ -1,9 +1,10 @@
 // VIZ: the UOp graph at every stage, in one self-contained HTML page (no network): the tensor
 // graph, the schedule (each kernel boxed with the reason it is a kernel), then for each kernel
 // its AST, the AST with opts applied, the lowered and the simplified IR, and the linear
-// program. Each rewrite step that ran on the way is listed with the rule that fired. Layout
-// comes from Graphviz (`dot -Tsvg`); the page steps through the stages with buttons or arrow
-// keys, and checks itself on load (each graph's node count, script errors) into #selftest.
+// program (a listing: one line per UOp, loops indented, unrolled repetition folded). Each rewrite step that
+// ran on the way is listed with the rule that fired. Layout comes from Graphviz (`dot -Tsvg`); the page steps
+// through the stages with buttons or arrow keys, and checks itself on load (each graph's node count, script
+// errors) into #selftest.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,7 +15,10 @@
 namespace mg {
 
 // A graph larger than this is shown as text: Graphviz would take minutes to lay it out.
-inline constexpr size_t kVizMaxNodes = 1500;
+inline constexpr size_t kVizMaxNodes = 1500, kVizMaxEdges = 3000;
+// Graphviz's dot runs at most this long for one graph (that graph is then shown as text), and the
+// layouts of one page (of one realize, for VIZ=1) take at most kVizDotPageSeconds together.
+inline constexpr double kVizDotSeconds = 10, kVizDotPageSeconds = 20;
 
 // The page for graphs `outs` and the schedule that realizes them, titled `title`.
 std::string viz_page(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,

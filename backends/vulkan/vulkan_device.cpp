@@ -1,6 +1,13 @@
 // The VULKAN device: GLSL compute shaders from the C-style renderer, compiled to SPIR-V in process
 // by glslang's C API, checked by SPIRV-Tools' validator, and run as compute pipelines (lavapipe
-// here: Mesa's Vulkan on the CPU). Buffers are host-visible storage buffers.
+// here: Mesa's Vulkan on the CPU). Buffers are host-visible storage buffers. Every Vulkan handle
+// is owned by a Handle, so a throw part-way through making the context, a program or a buffer
+// releases what was made before it.
+//
+// Test hook: MG_VULKAN_FAIL_AT=<step> makes that step fail as if the driver had refused it (steps:
+// instance, device, command_pool, shader_module, descriptor_layout, pipeline_layout, pipeline,
+// descriptor_pool, descriptor_set, command_buffer, fence, buffer, memory, bind, map); with
+// vulkan_live_handles() (backends/vulkan/vulkan_device.h) a test checks that nothing is left.
 #include <glslang/Include/glslang_c_interface.h>
 #include <glslang/Public/resource_limits_c.h>
 #include <spirv-tools/libspirv.h>
@@ -14,11 +21,22 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backends/vulkan/vulkan_device.h"
+
+#include <cstdlib>
+#include <functional>
+
 #include "engine/codegen/cstyle.h"
 #include "engine/device.h"
 #include "engine/lazy_runtime.h"
 
 namespace mg {
+
+namespace {
+std::atomic<int> live_handles{0};
+} // namespace
+
+int vulkan_live_handles() { return live_handles.load(); }
 
 namespace {
 
@@ -167,6 +185,10 @@ const Dialect& glsl_dialect() {
       if (t == DType::BFloat16) return e + "bf16_bits(" + v + ");";
       return e + v + ";";
     };
+    // GLSL indexes an array with a 32-bit int only (an int64_t index does not compile). Int64 index
+    // math (a view reaching past 2^31 elements) stays int64 up to the final index, which is then
+    // exact as an int for every element of a buffer of at most 2^31 elements; VkProgram::run
+    // refuses a larger buffer ("indices past 2^31") instead of letting the index wrap.
     d.index = [](DType t, const std::string& i) { return t == DType::Int64 ? "int(" + i + ")" : i; };
     d.cast = [](DType t, const std::string& x) {
       if (t == DType::Float16) return "float(float16_t(" + x + "))";
@@ -296,13 +318,6 @@ std::string spirv_tool(const std::vector<uint32_t>& words, bool disassemble) {
   return out;
 }
 
-struct VkBuf {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  void* mapped = nullptr;
-  size_t size = 0;
-};
-
 std::string vk_error(VkResult r) {
   switch (r) {
   case VK_ERROR_INCOMPATIBLE_DRIVER:
@@ -323,13 +338,80 @@ void check(VkResult r, const std::string& what) {
   if (r != VK_SUCCESS) throw std::runtime_error("VULKAN: " + what + ": " + vk_error(r));
 }
 
+// The test hook: MG_VULKAN_FAIL_AT=<step> fails that step before the driver is asked.
+void fail_point(const char* step, const std::string& what) {
+  const char* at = std::getenv("MG_VULKAN_FAIL_AT");
+  if (at && std::strcmp(at, step) == 0)
+    throw std::runtime_error("VULKAN: " + what + ": failed on purpose (MG_VULKAN_FAIL_AT=" + step +
+                             ", a test hook)");
+}
+
+// One Vulkan handle and how to release it. Members are destroyed in the reverse order of their
+// declaration, also when a constructor throws part-way, so declaring them in the order they are
+// made releases each before what it was made from (a pool before its device, the device before
+// the instance).
+template <typename H> class Handle {
+public:
+  Handle() = default;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  // Runs `create` (a vkCreate* or vkAllocate* call writing the handle) as step `step`, throws if it
+  // fails, and owns what it made; `release` frees it.
+  template <typename Create>
+  void make(const char* step, const std::string& what, Create create, std::function<void(H)> release) {
+    reset();
+    fail_point(step, what);
+    H h = VK_NULL_HANDLE;
+    check(create(&h), what);
+    h_ = h, release_ = std::move(release);
+    live_handles++;
+  }
+  void reset() {
+    if (h_ == VK_NULL_HANDLE) return;
+    release_(h_);
+    h_ = VK_NULL_HANDLE;
+    live_handles--;
+  }
+  operator H() const { return h_; }
+  const H* ptr() const { return &h_; }
+
+private:
+  H h_ = VK_NULL_HANDLE;
+  std::function<void(H)> release_;
+};
+
+// A storage buffer: its memory, the buffer bound to it (released first), and the mapping (freeing
+// mapped memory unmaps it).
+struct VkBuf {
+  Handle<VkDeviceMemory> memory;
+  Handle<VkBuffer> buffer;
+  void* mapped = nullptr;
+  size_t size = 0;
+};
+
+// The element size of each storage buffer a kernel declares, by binding, read from the lines
+// glsl_dialect's header writes: "layout(std430, set = 0, binding = i) ... buffer Bi { T datai[]; };".
+std::vector<size_t> item_sizes(const std::string& src) {
+  static const std::map<std::string, size_t> sizes{
+      {"uint8_t", 1}, {"int8_t", 1}, {"uint16_t", 2}, {"int16_t", 2},  {"float16_t", 2}, {"int", 4},
+      {"uint", 4},    {"float", 4},  {"int64_t", 8},  {"uint64_t", 8}, {"double", 8}};
+  std::vector<size_t> r;
+  for (size_t at = 0; (at = src.find("binding = ", at)) != std::string::npos; at++) {
+    size_t type = src.find("{ ", at), end = type == std::string::npos ? type : src.find(' ', type + 2);
+    auto it = end == std::string::npos ? sizes.end() : sizes.find(src.substr(type + 2, end - type - 2));
+    r.push_back(it == sizes.end() ? 1 : it->second); // not known: counted as bytes, the strictest
+  }
+  return r;
+}
+
 struct Context {
-  VkInstance instance = VK_NULL_HANDLE;
+  Handle<VkInstance> instance;
   VkPhysicalDevice phys = VK_NULL_HANDLE;
-  VkDevice device = VK_NULL_HANDLE;
+  Handle<VkDevice> device;
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t family = 0, memory_type = 0;
-  VkCommandPool pool = VK_NULL_HANDLE;
+  Handle<VkCommandPool> pool;
   std::string description;
   VkPhysicalDeviceLimits limits{};
   std::mutex m; // one submission at a time on the queue
@@ -340,7 +422,9 @@ struct Context {
     app.apiVersion = VK_API_VERSION_1_2;
     VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     ici.pApplicationInfo = &app;
-    check(vkCreateInstance(&ici, nullptr, &instance), "creating an instance");
+    instance.make(
+        "instance", "creating an instance", [&](VkInstance* h) { return vkCreateInstance(&ici, nullptr, h); },
+        [](VkInstance h) { vkDestroyInstance(h, nullptr); });
     uint32_t n = 0;
     vkEnumeratePhysicalDevices(instance, &n, nullptr);
     if (n == 0) throw std::runtime_error("VULKAN: no Vulkan device (is mesa-vulkan-drivers installed?)");
@@ -385,83 +469,105 @@ struct Context {
     dci.pNext = &f2;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
-    check(vkCreateDevice(phys, &dci, nullptr, &device), "creating a device");
+    device.make(
+        "device", "creating a device", [&](VkDevice* h) { return vkCreateDevice(phys, &dci, nullptr, h); },
+        [](VkDevice h) { vkDestroyDevice(h, nullptr); });
     vkGetDeviceQueue(device, family, 0, &queue);
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pci.queueFamilyIndex = family;
-    check(vkCreateCommandPool(device, &pci, nullptr, &pool), "creating a command pool");
-  }
-  ~Context() {
-    if (pool) vkDestroyCommandPool(device, pool, nullptr);
-    if (device) vkDestroyDevice(device, nullptr);
-    if (instance) vkDestroyInstance(instance, nullptr);
+    VkDevice d = device;
+    pool.make(
+        "command_pool", "creating a command pool",
+        [&](VkCommandPool* h) { return vkCreateCommandPool(d, &pci, nullptr, h); },
+        [d](VkCommandPool h) { vkDestroyCommandPool(d, h, nullptr); });
   }
 };
 
 class VkProgram : public Program {
 public:
-  VkProgram(Context& c, const std::vector<uint32_t>& spirv, uint32_t bindings) : c_(c), bindings_(bindings) {
+  // `items`: the element size of each storage buffer, by binding
+  VkProgram(Context& c, const std::string& fn, const std::vector<uint32_t>& spirv, std::vector<size_t> items)
+      : c_(c), fn_(fn), items_(std::move(items)), bindings_(static_cast<uint32_t>(items_.size())) {
+    uint32_t bindings = bindings_;
+    VkDevice d = c.device;
     VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     smci.codeSize = spirv.size() * 4;
     smci.pCode = spirv.data();
-    check(vkCreateShaderModule(c.device, &smci, nullptr, &module_), "creating a shader module");
+    module_.make(
+        "shader_module", "creating a shader module",
+        [&](VkShaderModule* h) { return vkCreateShaderModule(d, &smci, nullptr, h); },
+        [d](VkShaderModule h) { vkDestroyShaderModule(d, h, nullptr); });
     std::vector<VkDescriptorSetLayoutBinding> b(bindings);
     for (uint32_t i = 0; i < bindings; i++)
       b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     lci.bindingCount = bindings;
     lci.pBindings = b.data();
-    check(vkCreateDescriptorSetLayout(c.device, &lci, nullptr, &set_layout_), "creating a descriptor layout");
+    set_layout_.make(
+        "descriptor_layout", "creating a descriptor layout",
+        [&](VkDescriptorSetLayout* h) { return vkCreateDescriptorSetLayout(d, &lci, nullptr, h); },
+        [d](VkDescriptorSetLayout h) { vkDestroyDescriptorSetLayout(d, h, nullptr); });
     VkPipelineLayoutCreateInfo plci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
     plci.setLayoutCount = 1;
-    plci.pSetLayouts = &set_layout_;
-    check(vkCreatePipelineLayout(c.device, &plci, nullptr, &layout_), "creating a pipeline layout");
+    plci.pSetLayouts = set_layout_.ptr();
+    layout_.make(
+        "pipeline_layout", "creating a pipeline layout",
+        [&](VkPipelineLayout* h) { return vkCreatePipelineLayout(d, &plci, nullptr, h); },
+        [d](VkPipelineLayout h) { vkDestroyPipelineLayout(d, h, nullptr); });
     VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     cpci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
     cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     cpci.stage.module = module_;
     cpci.stage.pName = "main";
     cpci.layout = layout_;
-    check(vkCreateComputePipelines(c.device, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_),
-          "creating a pipeline");
+    pipeline_.make(
+        "pipeline", "creating a pipeline",
+        [&](VkPipeline* h) { return vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &cpci, nullptr, h); },
+        [d](VkPipeline h) { vkDestroyPipeline(d, h, nullptr); });
     VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(bindings, 1)};
     VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     dpci.maxSets = 1;
     dpci.poolSizeCount = 1;
     dpci.pPoolSizes = &ps;
-    check(vkCreateDescriptorPool(c.device, &dpci, nullptr, &dpool_), "creating a descriptor pool");
+    dpool_.make(
+        "descriptor_pool", "creating a descriptor pool",
+        [&](VkDescriptorPool* h) { return vkCreateDescriptorPool(d, &dpci, nullptr, h); },
+        [d](VkDescriptorPool h) { vkDestroyDescriptorPool(d, h, nullptr); });
     VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     dsai.descriptorPool = dpool_;
     dsai.descriptorSetCount = 1;
-    dsai.pSetLayouts = &set_layout_;
-    check(vkAllocateDescriptorSets(c.device, &dsai, &set_), "allocating a descriptor set");
+    dsai.pSetLayouts = set_layout_.ptr();
+    fail_point("descriptor_set", "allocating a descriptor set"); // freed with its pool
+    check(vkAllocateDescriptorSets(d, &dsai, &set_), "allocating a descriptor set");
     VkCommandBufferAllocateInfo cbai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     cbai.commandPool = c.pool;
     cbai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cbai.commandBufferCount = 1;
-    {
-      std::lock_guard<std::mutex> lk(c.m); // the pool is shared with other programs' runs
-      check(vkAllocateCommandBuffers(c.device, &cbai, &cmd_), "allocating a command buffer");
-    }
+    cmd_.make( // the pool is shared with other programs' runs: used under the context's lock
+        "command_buffer", "allocating a command buffer",
+        [&](VkCommandBuffer* h) {
+          std::lock_guard<std::mutex> lk(c.m);
+          return vkAllocateCommandBuffers(d, &cbai, h);
+        },
+        [&c](VkCommandBuffer h) {
+          std::lock_guard<std::mutex> lk(c.m);
+          vkFreeCommandBuffers(c.device, c.pool, 1, &h);
+        });
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    check(vkCreateFence(c.device, &fci, nullptr, &fence_), "creating a fence");
-  }
-  ~VkProgram() override {
-    vkDestroyFence(c_.device, fence_, nullptr);
-    {
-      std::lock_guard<std::mutex> lk(c_.m);
-      vkFreeCommandBuffers(c_.device, c_.pool, 1, &cmd_);
-    }
-    vkDestroyDescriptorPool(c_.device, dpool_, nullptr);
-    vkDestroyPipeline(c_.device, pipeline_, nullptr);
-    vkDestroyPipelineLayout(c_.device, layout_, nullptr);
-    vkDestroyDescriptorSetLayout(c_.device, set_layout_, nullptr);
-    vkDestroyShaderModule(c_.device, module_, nullptr);
+    fence_.make(
+        "fence", "creating a fence", [&](VkFence* h) { return vkCreateFence(d, &fci, nullptr, h); },
+        [d](VkFence h) { vkDestroyFence(d, h, nullptr); });
   }
   VkProgram(const VkProgram&) = delete;
   VkProgram& operator=(const VkProgram&) = delete;
   void run(void** bufs, size_t n, const Launch& l) override {
+    for (uint32_t i = 0; i < bindings_ && i < n; i++)
+      if (size_t elems = static_cast<VkBuf*>(bufs[i])->size / items_[i]; elems > (size_t{1} << 31))
+        throw std::runtime_error(
+            "VULKAN: indices past 2^31 are not supported: kernel " + fn_ + "'s buffer " + std::to_string(i) +
+            " holds " + std::to_string(elems) +
+            " elements, and GLSL indexes a buffer with a 32-bit int (at most 2^31 elements)");
     std::lock_guard<std::mutex> lk(c_.m);
     std::vector<VkDescriptorBufferInfo> infos(bindings_);
     std::vector<VkWriteDescriptorSet> writes(bindings_);
@@ -494,23 +600,26 @@ public:
     check(vkEndCommandBuffer(cmd_), "recording");
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd_;
+    si.pCommandBuffers = cmd_.ptr();
     check(vkQueueSubmit(c_.queue, 1, &si, fence_), "submitting a kernel");
-    check(vkWaitForFences(c_.device, 1, &fence_, VK_TRUE, UINT64_MAX), "running a kernel");
-    vkResetFences(c_.device, 1, &fence_);
+    check(vkWaitForFences(c_.device, 1, fence_.ptr(), VK_TRUE, UINT64_MAX), "running a kernel");
+    vkResetFences(c_.device, 1, fence_.ptr());
   }
 
 private:
   Context& c_;
+  std::string fn_;
+  std::vector<size_t> items_;
   uint32_t bindings_;
-  VkShaderModule module_ = VK_NULL_HANDLE;
-  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
-  VkPipelineLayout layout_ = VK_NULL_HANDLE;
-  VkPipeline pipeline_ = VK_NULL_HANDLE;
-  VkDescriptorPool dpool_ = VK_NULL_HANDLE;
+  // in the order they are made: released in reverse, by a throw in the constructor too
+  Handle<VkShaderModule> module_;
+  Handle<VkDescriptorSetLayout> set_layout_;
+  Handle<VkPipelineLayout> layout_;
+  Handle<VkPipeline> pipeline_;
+  Handle<VkDescriptorPool> dpool_;
   VkDescriptorSet set_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
+  Handle<VkCommandBuffer> cmd_;
+  Handle<VkFence> fence_;
 };
 
 class VulkanDevice : public Device {
@@ -536,44 +645,44 @@ public:
   std::string fingerprint() const override { return "VULKAN glslang " + ctx().description; }
   void* alloc(size_t bytes) override {
     Context& c = ctx();
-    auto b = std::make_unique<VkBuf>();
+    VkDevice d = c.device;
+    auto b = std::make_unique<VkBuf>(); // what is made is released if a later step throws
     b->size = bytes;
+    std::string size = std::to_string(bytes) + " bytes";
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = bytes;
     bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
-    check(vkCreateBuffer(c.device, &bci, nullptr, &b->buffer),
-          "creating a buffer of " + std::to_string(bytes) + " bytes");
+    b->buffer.make(
+        "buffer", "creating a buffer of " + size,
+        [&](VkBuffer* h) { return vkCreateBuffer(d, &bci, nullptr, h); },
+        [d](VkBuffer h) { vkDestroyBuffer(d, h, nullptr); });
     VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(c.device, b->buffer, &req);
+    vkGetBufferMemoryRequirements(d, b->buffer, &req);
+    if (!(req.memoryTypeBits & (1u << c.memory_type)))
+      throw std::runtime_error("VULKAN: no host-visible memory type for a storage buffer");
     VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     mai.allocationSize = req.size;
     mai.memoryTypeIndex = c.memory_type;
-    if (!(req.memoryTypeBits & (1u << c.memory_type))) {
-      vkDestroyBuffer(c.device, b->buffer, nullptr);
-      throw std::runtime_error("VULKAN: no host-visible memory type for a storage buffer");
-    }
-    VkResult r = vkAllocateMemory(c.device, &mai, nullptr, &b->memory);
-    if (r != VK_SUCCESS) vkDestroyBuffer(c.device, b->buffer, nullptr);
-    check(r, "allocating " + std::to_string(bytes) + " bytes");
-    vkBindBufferMemory(c.device, b->buffer, b->memory, 0);
-    check(vkMapMemory(c.device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "mapping memory");
+    b->memory.make(
+        "memory", "allocating " + size,
+        [&](VkDeviceMemory* h) { return vkAllocateMemory(d, &mai, nullptr, h); },
+        [d](VkDeviceMemory h) { vkFreeMemory(d, h, nullptr); });
+    fail_point("bind", "binding memory");
+    check(vkBindBufferMemory(d, b->buffer, b->memory, 0), "binding memory");
+    fail_point("map", "mapping memory");
+    check(vkMapMemory(d, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "mapping memory");
     void* key = b.get();
     std::lock_guard<std::mutex> lk(m_);
     bufs_[key] = std::move(b);
     return key;
   }
   void free(void* p, size_t) override {
-    std::unique_ptr<VkBuf> b;
-    {
-      std::lock_guard<std::mutex> lk(m_);
-      auto it = bufs_.find(p);
-      if (it == bufs_.end()) return;
-      b = std::move(it->second);
-      bufs_.erase(it);
-    }
-    vkUnmapMemory(ctx().device, b->memory);
-    vkDestroyBuffer(ctx().device, b->buffer, nullptr);
-    vkFreeMemory(ctx().device, b->memory, nullptr);
+    std::unique_ptr<VkBuf> b; // released as it goes: the buffer, then its memory (unmapped with it)
+    std::lock_guard<std::mutex> lk(m_);
+    auto it = bufs_.find(p);
+    if (it == bufs_.end()) return;
+    b = std::move(it->second);
+    bufs_.erase(it);
   }
   void copyin(void* dst, const void* src, size_t n) override {
     if (n) std::memcpy(static_cast<VkBuf*>(dst)->mapped, src, n);
@@ -602,10 +711,7 @@ public:
     }
     spirv_tool(words, false); // every module is validated before it runs
     compiles_++;
-    uint32_t bindings = 0;
-    for (size_t at = 0; (at = src.find("binding = ", at)) != std::string::npos; at++)
-      bindings++;
-    return std::make_unique<VkProgram>(ctx(), words, bindings);
+    return std::make_unique<VkProgram>(ctx(), fn, words, item_sizes(src));
   }
 
 private:

@@ -23,16 +23,20 @@ std::string CompileOptions::variant() const {
   return noopt ? "noopt" : beam > 0 ? "beam" + std::to_string(beam) : "";
 }
 
-namespace {
-
-std::string linear_text(const std::vector<UOpRef>& lin) {
+std::vector<std::string> linear_lines(const std::vector<UOpRef>& lin) {
+  // a source is named by its line, also one that comes later (DEFINE_ACC's RANGE)
   std::unordered_map<const UOp*, size_t> pos;
-  std::ostringstream os;
+  for (size_t i = 0; i < lin.size(); i++)
+    pos.emplace(lin[i].get(), i);
+  std::vector<std::string> lines;
+  size_t depth = 0; // loops open: each indents what it runs by two spaces
   for (size_t i = 0; i < lin.size(); i++) {
     const UOp* u = lin[i].get();
-    pos[u] = i;
+    if (u->op == Ops::ENDRANGE && depth > 0) depth--;
     char head[64];
-    std::snprintf(head, sizeof head, "%4zu %-12s %-8s [", i, name(u->op), name(u->dtype));
+    std::snprintf(head, sizeof head, "%4zu %s%-12s %-8s [", i, std::string(2 * depth, ' ').c_str(),
+                  name(u->op), name(u->dtype));
+    std::ostringstream os;
     os << head;
     bool first = true;
     for (auto& s : u->src) {
@@ -45,9 +49,20 @@ std::string linear_text(const std::vector<UOpRef>& lin) {
       else
         os << "?";
     }
-    os << "] " << u->arg_string() << "\n";
+    os << "] " << u->arg_string();
+    lines.push_back(os.str());
+    if (u->op == Ops::RANGE) depth++;
   }
-  return os.str();
+  return lines;
+}
+
+namespace {
+
+std::string linear_text(const std::vector<UOpRef>& lin) {
+  std::string s;
+  for (auto& l : linear_lines(lin))
+    s += l + "\n";
+  return s;
 }
 
 std::string opts_text(const CompiledKernel& c) {

@@ -77,6 +77,10 @@ std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, c
 // Runs a compiled kernel once on the item's buffers; returns the seconds it took.
 double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads);
 
+// The linear program as a listing, one line per UOp: its number, the op (indented two spaces per
+// loop open, between RANGE and ENDRANGE), dtype, its sources by number, and its argument.
+std::vector<std::string> linear_lines(const std::vector<UOpRef>& linear);
+
 // FLOPs (ALU ops on values, not index math) times the trip count of their loops.
 int64_t estimate_flops(const std::vector<UOpRef>& linear);
 

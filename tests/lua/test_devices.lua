@@ -121,4 +121,22 @@ test("half overflow, bfloat16 NaN and odd long dims give the CPU's answers on ev
   end
 end)
 
+test("VULKAN: int64 index math gives the CPU's values; a buffer past 2^31 elements is a clear error", function()
+  if not runs("VULKAN") then return print("  (VULKAN cannot run here: " .. why.VULKAN .. ")") end
+  -- a view of 2^32 elements over 4 that exist: its index math is int64, its indices small
+  local function view(t)
+    return t:reshape(4, 1):expand(4, 1073741824):permute(1, 0):reshape(4294967296):shrink({ { 5, 13 } }) + 1
+  end
+  local a = Tensor({ 1, 2, 3, 4 })
+  local src = show.render(view(a), "VULKAN", false)[1].src
+  assert(src:find("int64_t", 1, true), "the index math should be int64:\n" .. src)
+  same(view(a:to("VULKAN")):tolist(), view(a):tolist())
+  same(view(a):tolist(), { 3, 4, 5, 2, 3, 4, 5, 2 })
+  -- GLSL indexes a buffer with a 32-bit int: reading the end of a buffer of more elements than
+  -- that is refused, not truncated (lavapipe hands out the 2 GiB without touching them)
+  local big = Tensor.empty(2147483712, { dtype = "uint8", device = "VULKAN" })
+  H.errors(function() return (big:shrink({ { 2147483700, 2147483712 } }) + 1):tolist() end,
+    "VULKAN: indices past 2^31", "2147483712")
+end)
+
 H.done()
