@@ -1,5 +1,7 @@
 #include "engine/device.h"
 
+#include <algorithm>
+
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
@@ -31,10 +33,25 @@ std::function<void(size_t, bool)> alloc_hook;
 
 void set_alloc_hook(std::function<void(size_t, bool)> hook) { alloc_hook = std::move(hook); }
 
+namespace {
+int& grad_buffer_count() {
+  static int n = 0;
+  return n;
+}
+} // namespace
+
+int Buffer::buffers_requiring_grad() { return grad_buffer_count(); }
+void Buffer::add_requires_grad(int delta) {
+  int before = requires_grad_;
+  requires_grad_ = std::max(0, requires_grad_ + delta);
+  grad_buffer_count() += (requires_grad_ > 0) - (before > 0);
+}
+
 Buffer::Buffer(std::string device, DType dtype, size_t size)
     : device(std::move(device)), dtype(dtype), size(size), id_(next_buffer_id++) {}
 
 Buffer::~Buffer() {
+  if (requires_grad_ > 0) grad_buffer_count()--;
   if (ptr_) reg().free_list[{device, nbytes()}].push_back(ptr_);
 }
 

@@ -35,9 +35,14 @@ struct Buffer {
   static int next_id();                                // the id the next buffer will get
   // How many tensors with requires_grad hold this buffer (the Lua front end counts them): a
   // realize whose graph reads it keeps that graph for backward (engine/gradient.h, keep_for_grad).
-  int requires_grad = 0;
+  int requires_grad() const { return requires_grad_; }
+  void add_requires_grad(int delta);
+  // Live buffers held by some tensor with requires_grad: with none, a realize keeps no graph
+  // without walking it (the per-realize cost of a 100-op chain).
+  static int buffers_requiring_grad();
 
 private:
+  int requires_grad_ = 0;
   bool from_host_ = false;
   void* ptr_ = nullptr;
   int id_;

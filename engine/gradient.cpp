@@ -220,7 +220,7 @@ bool needs_grad(const UOpRef& root) {
   while (!todo.empty()) {
     const UOp* u = todo.back();
     todo.pop_back();
-    if (u->op == Ops::BUFFER && u->buffer()->requires_grad > 0) return true;
+    if (u->op == Ops::BUFFER && u->buffer()->requires_grad() > 0) return true;
     if (blocks_gradient(u->op)) continue;
     for (auto& s : u->src)
       if (seen.insert(s.get()).second) todo.push_back(s.get());
@@ -235,7 +235,7 @@ UOpRef keep_for_grad(const UOpRef& graph, const UOpRef& view) {
   // an assign is an action on its buffer: the buffer is the tensor from now on
   if (graph->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(graph->arg))
     return view;
-  if (!grad_enabled() || !needs_grad(graph)) return view;
+  if (!grad_enabled() || Buffer::buffers_requiring_grad() == 0 || !needs_grad(graph)) return view;
   return UOp::make(Ops::REALIZED, view->dtype, {view, graph});
 }
 

@@ -80,7 +80,7 @@ void set_requires_grad(lua_State* L, int idx, bool on) {
   // the buffer counts its tensors with requires_grad: realizing a graph that reads it keeps the
   // graph for backward (a tensor collected while on still counts: the cost is memory, never a
   // lost gradient)
-  if (auto b = buffer_of(t); b && was != on) b->requires_grad = std::max(0, b->requires_grad + (on ? 1 : -1));
+  if (auto b = buffer_of(t); b && was != on) b->add_requires_grad(on ? 1 : -1);
   lua_pushvalue(L, idx);
   if (on)
     lua_pushboolean(L, 1);
