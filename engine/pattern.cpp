@@ -267,14 +267,7 @@ UOpRef rewrite_once(const UOpRef& root, const PatternMatcher& pm) {
     for (auto& s : u->src)
       refs.emplace(s.get(), s);
   for (const UOp* u : order) {
-    std::vector<UOpRef> ns;
-    ns.reserve(u->src.size());
-    bool changed = false;
-    for (auto& s : u->src) {
-      ns.push_back(done.at(s.get()));
-      changed |= ns.back() != s;
-    }
-    UOpRef x = changed ? u->replace_src(std::move(ns)) : refs.at(u);
+    UOpRef x = with_sources(refs.at(u), done);
     size_t fired = 0;
     UOpRef y = pm.rewrite(x, nullptr, trace ? &fired : nullptr);
     if (y && trace) trace->steps.push_back({pass, pm.rule_name(fired), x, y});

@@ -37,14 +37,7 @@ UOpRef resolve_realized(const UOpRef& root) {
         stack.push_back({s, 0});
       continue;
     }
-    std::vector<UOpRef> ns;
-    ns.reserve(u->src.size());
-    bool changed = false;
-    for (auto& s : u->src) {
-      ns.push_back(done.at(s.get()));
-      changed |= ns.back() != s;
-    }
-    UOpRef x = changed ? u->replace_src(std::move(ns)) : u;
+    UOpRef x = with_sources(u, done);
     if (auto r = x->cached()) x = r; // rebuilt into a node an earlier realize computed
     done.emplace(u.get(), std::move(x));
     stack.pop_back();

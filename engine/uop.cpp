@@ -487,6 +487,17 @@ std::string UOp::arg_string() const {
   return os.str();
 }
 
+UOpRef with_sources(const UOpRef& u, const std::unordered_map<const UOp*, UOpRef>& done) {
+  std::vector<UOpRef> ns;
+  ns.reserve(u->src.size());
+  bool changed = false;
+  for (auto& s : u->src) {
+    ns.push_back(done.at(s.get()));
+    changed |= ns.back() != s;
+  }
+  return changed ? u->replace_src(std::move(ns)) : u;
+}
+
 std::vector<const UOp*> toposort(const UOp* root) {
   std::vector<const UOp*> out;
   std::unordered_set<const UOp*> seen;

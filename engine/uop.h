@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -104,6 +105,10 @@ private:
 size_t hash_arg(const Arg& a);
 bool arg_equal(const Arg& a, const Arg& b);
 std::string shape_str(const Shape& s);
+
+// u with each source s replaced by done.at(s) (u itself when none changed): a bottom-up walk's
+// step once the sources are done.
+UOpRef with_sources(const UOpRef& u, const std::unordered_map<const UOp*, UOpRef>& done);
 
 // Post-order (sources first) list of every node reachable from root.
 std::vector<const UOp*> toposort(const UOp* root);

@@ -524,30 +524,11 @@ int t_realize(lua_State* L) {
   return 1;
 }
 
-void push_element(lua_State* L, double v, DType dt) {
-  if (dt == DType::Bool)
-    lua_pushboolean(L, v != 0);
-  else if (is_int(dt))
-    lua_pushinteger(L, static_cast<lua_Integer>(v));
-  else
-    lua_pushnumber(L, v);
-}
-
-void push_nested(lua_State* L, const double*& p, const Shape& shape, size_t dim, DType dt) {
-  if (dim == shape.size()) {
-    push_element(L, *p++, dt);
-    return;
-  }
-  luaL_checkstack(L, 3, "tolist");
-  lua_createtable(L, static_cast<int>(shape[dim]), 0);
-  for (int64_t i = 0; i < shape[dim]; i++) {
-    push_nested(L, p, shape, dim + 1, dt);
-    lua_rawseti(L, -2, i + 1);
-  }
-}
+// A float element as a Lua number.
+void push_element(lua_State* L, double v, DType) { lua_pushnumber(L, v); }
 
 // An integer element exactly; a uint64 past 2^63 (no Lua integer holds it) as a float.
-void push_int_element(lua_State* L, int64_t v, DType dt) {
+void push_element(lua_State* L, int64_t v, DType dt) {
   if (dt == DType::Bool)
     lua_pushboolean(L, v != 0);
   else if (dt == DType::UInt64 && v < 0)
@@ -556,15 +537,15 @@ void push_int_element(lua_State* L, int64_t v, DType dt) {
     lua_pushinteger(L, v);
 }
 
-void push_nested_ints(lua_State* L, const int64_t*& p, const Shape& shape, size_t dim, DType dt) {
+template <class T> void push_nested(lua_State* L, const T*& p, const Shape& shape, size_t dim, DType dt) {
   if (dim == shape.size()) {
-    push_int_element(L, *p++, dt);
+    push_element(L, *p++, dt);
     return;
   }
   luaL_checkstack(L, 3, "tolist");
   lua_createtable(L, static_cast<int>(shape[dim]), 0);
   for (int64_t i = 0; i < shape[dim]; i++) {
-    push_nested_ints(L, p, shape, dim + 1, dt);
+    push_nested(L, p, shape, dim + 1, dt);
     lua_rawseti(L, -2, i + 1);
   }
 }
@@ -580,7 +561,7 @@ int t_tolist(lua_State* L) {
   if (!is_float(x.dtype())) {
     std::vector<int64_t> d = x.int_data();
     const int64_t* p = d.data();
-    push_nested_ints(L, p, x.shape(), 0, x.dtype());
+    push_nested(L, p, x.shape(), 0, x.dtype());
     return 1;
   }
   std::vector<double> d = x.data();
@@ -594,7 +575,7 @@ int t_item(lua_State* L) {
   if (!is_float(x.dtype())) {
     if (x.numel() != 1)
       user_error("item() needs a tensor with one element, got shape " + shape_str(x.shape()));
-    push_int_element(L, x.int_data()[0], x.dtype());
+    push_element(L, x.int_data()[0], x.dtype());
     return 1;
   }
   push_element(L, x.item(), x.dtype());
