@@ -16,8 +16,26 @@
 
 namespace mg {
 
+namespace {
+// Whether any node below root holds a realized value (the walk stops at those it finds).
+bool any_cached(const UOp* root) {
+  std::unordered_set<const UOp*> seen{root};
+  std::vector<const UOp*> todo{root};
+  while (!todo.empty()) {
+    const UOp* u = todo.back();
+    todo.pop_back();
+    for (auto& s : u->src) {
+      if (s->op == Ops::REALIZED || s->cached()) return true;
+      if (seen.insert(s.get()).second) todo.push_back(s.get());
+    }
+  }
+  return false;
+}
+} // namespace
+
 UOpRef resolve_realized(const UOpRef& root) {
   if (auto r = root->cached()) return r;
+  if (!any_cached(root.get())) return root; // the usual case: nothing to replace, nothing rebuilt
   // A walk that stops at each realized node: what lies below it (a REALIZED node's graph, kept
   // for gradients) is never visited. Iterative: graphs can be 100k nodes deep.
   std::unordered_map<const UOp*, UOpRef> done; // keys stay alive: they are all below root
