@@ -150,41 +150,57 @@ int64_t estimate_flops(const std::vector<UOpRef>& linear) {
   return flops;
 }
 
+namespace {
+
+// opts, lowered, simplified, linear: the kernel's IR stages, with the rules that fired (VIZ).
+void lower_stages(CompiledKernel& c, const std::optional<std::vector<Opt>>& opts, const Target& target,
+                  bool noopt) {
+  RewriteTrace trace;
+  c.k = apply_opts(c.ast, opts ? &*opts : nullptr, target, noopt);
+  lower(c.k, target);
+  simplify(c.k, noopt);
+  linearize(c.k, target);
+  c.passes = std::move(trace.passes);
+  c.steps = std::move(trace.steps);
+}
+
+// What DEBUG=2 and :kernels show: name, launch, opts, the work it does, whether cores share it.
+KernelInfo describe(const LoweredKernel& k, const std::string& device, int64_t bytes, int threads) {
+  KernelInfo info;
+  info.name = k.name;
+  info.device = device;
+  info.full_shape = k.full_shape;
+  info.out_shape = k.out_shape;
+  info.global_size = k.global_size;
+  info.local_size = k.local_size;
+  for (auto& op : k.opts)
+    info.opts.push_back(op.to_string());
+  info.flops = estimate_flops(k.linear);
+  info.bytes = bytes;
+  info.parallel = worth_splitting(k, info, threads);
+  return info;
+}
+
+std::unique_ptr<Program> build_program(Device& device, const KernelInfo& info) {
+  int before = device.compile_count();
+  auto p = device.compile(info.name, info.src);
+  global_counters().kernels_compiled += device.compile_count() - before;
+  return p;
+}
+
+} // namespace
+
 std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, const CompileOptions& o,
                                             const std::optional<std::vector<Opt>>& opts, bool program,
                                             int64_t bytes) {
   auto c = std::make_unique<CompiledKernel>();
   c->ast = ast;
   c->beam = opts.has_value() && o.beam > 0;
-  Target target = device.target();
-  {
-    RewriteTrace trace; // the rules that fire, for the VIZ page
-    c->k = apply_opts(ast, opts ? &*opts : nullptr, target, o.noopt);
-    lower(c->k, target);
-    simplify(c->k, o.noopt);
-    linearize(c->k, target);
-    c->passes = std::move(trace.passes);
-    c->steps = std::move(trace.steps);
-  }
-  KernelInfo& info = c->info;
-  info.name = c->k.name;
-  info.device = device.name();
-  info.full_shape = c->k.full_shape;
-  info.out_shape = c->k.out_shape;
-  info.global_size = c->k.global_size;
-  info.local_size = c->k.local_size;
-  for (auto& op : c->k.opts)
-    info.opts.push_back(op.to_string());
-  info.flops = estimate_flops(c->k.linear);
-  info.bytes = bytes;
-  info.parallel = worth_splitting(c->k, info, o.threads);
-  info.src = device.render(info.name, c->k.linear, info.parallel);
+  lower_stages(*c, opts, device.target(), o.noopt);                         // opts .. linear
+  c->info = describe(c->k, device.name(), bytes, o.threads);                // launch, estimate
+  c->info.src = device.render(c->info.name, c->k.linear, c->info.parallel); // source
   print_stages(*c, device, o.debug);
-  if (program) {
-    int before = device.compile_count();
-    c->program = device.compile(info.name, info.src);
-    global_counters().kernels_compiled += device.compile_count() - before;
-  }
+  if (program) c->program = build_program(device, c->info); // program
   return c;
 }
 
