@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-cpp15-dev libclang-15-dev liblua5.4-dev libedit-dev libsqlite3-dev zlib1g-dev catch2
+          # ONNX models: ONNX's own reader and checker, and its backend test suite
+          libonnx-dev libprotobuf-dev libonnx-testdata
           nlohmann-json3-dev # JSON for safetensors headers (interp/bind_json.cpp)
           dataset-fashion-mnist
           # the CL device (OpenCL on PoCL) and the VULKAN device (lavapipe, glslang, SPIRV-Tools)

@@ -404,8 +404,8 @@ void open_stdlib(lua_State* L) {
   lua_pop(L, 1);
   // module -> the global it becomes ("" for modules that only add Tensor methods)
   const std::pair<const char*, const char*> globals[] = {
-      {"show", "show"},   {"tensor", ""},           {"nn", "nn"},      {"optim", "optim"},
-      {"state", "state"}, {"datasets", "datasets"}, {"jit", "TinyJit"}};
+      {"show", "show"},   {"tensor", ""},           {"nn", "nn"},       {"optim", "optim"},
+      {"state", "state"}, {"datasets", "datasets"}, {"jit", "TinyJit"}, {"onnx", "onnx"}};
   for (auto [mod, global] : globals) {
     lua_getglobal(L, "require");
     lua_pushstring(L, mod);
@@ -442,6 +442,8 @@ int open_all(lua_State* L) {
   lua_setfield(L, -2, "mgargs");
   lua_pushcfunction(L, open_mgjson);
   lua_setfield(L, -2, "mgjson");
+  lua_pushcfunction(L, open_mgonnx);
+  lua_setfield(L, -2, "mgonnx");
   lua_pop(L, 1);
   open_stdlib(L);
   load_repl_module(L);

@@ -59,6 +59,7 @@ int open_mgio(lua_State* L);   // require "mgio" (bind_io.cpp)
 int open_mgjit(lua_State* L);  // require "mgjit" (bind_jit.cpp)
 int open_mgargs(lua_State* L); // require "mgargs" (bind_args.cpp): keyword arguments
 int open_mgjson(lua_State* L); // require "mgjson" (bind_json.cpp): JSON through nlohmann-json
+int open_mgonnx(lua_State* L); // require "mgonnx" (bind_onnx.cpp): ONNX files through libonnx
 
 // ---- UOp, ShapeTracker and ScheduleItem objects (bind_uop.cpp)
 void push_uop(lua_State* L, UOpRef u);

@@ -1,0 +1,308 @@
+// require "mgonnx": ONNX files read with ONNX's own protobuf classes and model checker (Debian's
+// libonnx-dev), turned into Lua tables and Tensors. The only file that includes the ONNX headers.
+// What the nodes compute is Lua's business (stdlib/onnx.lua: one handler per op type).
+//
+//   read_tensor(path)  -> Tensor          a serialized TensorProto (the .pb files of the test data)
+//   load(path)         -> model table     {producer=, ir_version=, opset={[domain]=version},
+//                                          graph={name=, inputs=, outputs=, initializers=, nodes=}}
+// A graph's inputs and outputs are {name=, dtype=, shape={dim or "N", ...}} (a symbolic dim as its
+// name, an unknown one as "?"); nodes are {op=, name=, domain=, inputs={...}, outputs={...},
+// attrs={name=value}} with attribute values as Lua numbers, strings, lists, Tensors or graphs.
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include "engine/tensor.h"
+#include "interp/lua_state.h"
+
+namespace mg::lua {
+
+namespace {
+
+DType dtype_of(int t, const std::string& what) {
+  using TP = onnx::TensorProto;
+  switch (t) {
+  case TP::FLOAT:
+    return DType::Float32;
+  case TP::DOUBLE:
+    return DType::Float64;
+  case TP::FLOAT16:
+    return DType::Float16;
+  case TP::BFLOAT16:
+    return DType::BFloat16;
+  case TP::INT8:
+    return DType::Int8;
+  case TP::UINT8:
+    return DType::UInt8;
+  case TP::INT16:
+    return DType::Int16;
+  case TP::UINT16:
+    return DType::UInt16;
+  case TP::INT32:
+    return DType::Int32;
+  case TP::UINT32:
+    return DType::UInt32;
+  case TP::INT64:
+    return DType::Int64;
+  case TP::UINT64:
+    return DType::UInt64;
+  case TP::BOOL:
+    return DType::Bool;
+  default:
+    break;
+  }
+  throw std::invalid_argument(what + ": element type " + TP::DataType_Name(static_cast<TP::DataType>(t)) +
+                              " is not supported (moongrad has no strings or complex numbers)");
+}
+
+// Little-endian bytes of n elements of d from the typed repeated fields (raw_data is used as is).
+std::string typed_bytes(const onnx::TensorProto& t, DType d, int64_t n, const std::string& what) {
+  std::string out(static_cast<size_t>(n) * itemsize(d), '\0');
+  auto put = [&](int64_t i, auto v) {
+    std::memcpy(out.data() + i * itemsize(d), &v, itemsize(d));
+  }; // low bytes
+  auto need = [&](int have) {
+    if (have != n)
+      throw std::invalid_argument(what + ": " + std::to_string(have) + " values for " + std::to_string(n) +
+                                  " elements");
+  };
+  switch (d) {
+  case DType::Float32:
+    need(t.float_data_size());
+    for (int64_t i = 0; i < n; i++)
+      put(i, t.float_data(static_cast<int>(i)));
+    break;
+  case DType::Float64:
+    need(t.double_data_size());
+    for (int64_t i = 0; i < n; i++)
+      put(i, t.double_data(static_cast<int>(i)));
+    break;
+  case DType::Int64:
+    need(t.int64_data_size());
+    for (int64_t i = 0; i < n; i++)
+      put(i, t.int64_data(static_cast<int>(i)));
+    break;
+  case DType::UInt64:
+  case DType::UInt32:
+    need(t.uint64_data_size());
+    for (int64_t i = 0; i < n; i++)
+      put(i, t.uint64_data(static_cast<int>(i))); // the low bytes: little-endian
+    break;
+  default: // int32 and everything narrower (float16 and bfloat16 as their bits) live in int32_data
+    need(t.int32_data_size());
+    for (int64_t i = 0; i < n; i++)
+      put(i, t.int32_data(static_cast<int>(i)));
+    break;
+  }
+  return out;
+}
+
+Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    throw std::invalid_argument(what + ": data in an external file is not supported yet");
+  DType d = dtype_of(t.data_type(), what);
+  Shape shape(t.dims().begin(), t.dims().end());
+  int64_t n = checked_numel(shape);
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    if (raw.size() != static_cast<size_t>(n) * itemsize(d))
+      throw std::invalid_argument(what + ": " + std::to_string(raw.size()) + " bytes of data for shape " +
+                                  shape_str(shape) + " of " + name(d));
+    return Tensor::from_bytes(raw.data(), raw.size(), shape, d);
+  }
+  std::string bytes = typed_bytes(t, d, n, what);
+  return Tensor::from_bytes(bytes.data(), bytes.size(), shape, d);
+}
+
+void push_value_info(lua_State* L, const onnx::ValueInfoProto& v) {
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, v.name().c_str());
+  lua_setfield(L, -2, "name");
+  if (v.type().has_tensor_type()) {
+    const auto& tt = v.type().tensor_type();
+    int et = tt.elem_type();
+    lua_pushstring(L, et == onnx::TensorProto::UNDEFINED ? "?" : name(dtype_of(et, v.name())));
+    lua_setfield(L, -2, "dtype");
+    if (tt.has_shape()) {
+      lua_createtable(L, tt.shape().dim_size(), 0);
+      for (int i = 0; i < tt.shape().dim_size(); i++) {
+        const auto& dim = tt.shape().dim(i);
+        if (dim.has_dim_value())
+          lua_pushinteger(L, dim.dim_value());
+        else
+          lua_pushstring(L, dim.has_dim_param() && !dim.dim_param().empty() ? dim.dim_param().c_str() : "?");
+        lua_rawseti(L, -2, i + 1);
+      }
+      lua_setfield(L, -2, "shape");
+    }
+  } else {
+    lua_pushstring(L, v.type().has_sequence_type() ? "sequence" : "other");
+    lua_setfield(L, -2, "kind");
+  }
+}
+
+void push_graph(lua_State* L, const onnx::GraphProto& g);
+
+void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::string& where) {
+  using AP = onnx::AttributeProto;
+  auto list = [&](int n, auto push_one) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+      push_one(i);
+      lua_rawseti(L, -2, i + 1);
+    }
+  };
+  switch (a.type()) {
+  case AP::INT:
+    lua_pushinteger(L, a.i());
+    return;
+  case AP::FLOAT:
+    lua_pushnumber(L, a.f());
+    return;
+  case AP::STRING:
+    lua_pushlstring(L, a.s().data(), a.s().size());
+    return;
+  case AP::TENSOR:
+    push_tensor(L, tensor_of(a.t(), where + " attribute " + a.name()));
+    return;
+  case AP::GRAPH:
+    push_graph(L, a.g());
+    return;
+  case AP::INTS:
+    return list(a.ints_size(), [&](int i) { lua_pushinteger(L, a.ints(i)); });
+  case AP::FLOATS:
+    return list(a.floats_size(), [&](int i) { lua_pushnumber(L, a.floats(i)); });
+  case AP::STRINGS:
+    return list(a.strings_size(),
+                [&](int i) { lua_pushlstring(L, a.strings(i).data(), a.strings(i).size()); });
+  case AP::TENSORS:
+    return list(a.tensors_size(), [&](int i) { push_tensor(L, tensor_of(a.tensors(i), where)); });
+  case AP::GRAPHS:
+    return list(a.graphs_size(), [&](int i) { push_graph(L, a.graphs(i)); });
+  default:
+    throw std::invalid_argument(where + ": attribute " + a.name() + " has type " +
+                                AP::AttributeType_Name(a.type()) + ", which is not supported");
+  }
+}
+
+void push_strings(lua_State* L, const google::protobuf::RepeatedPtrField<std::string>& s) {
+  lua_createtable(L, s.size(), 0);
+  for (int i = 0; i < s.size(); i++) {
+    lua_pushlstring(L, s[i].data(), s[i].size());
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+void push_graph(lua_State* L, const onnx::GraphProto& g) {
+  luaL_checkstack(L, 8, "onnx graph");
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, g.name().c_str());
+  lua_setfield(L, -2, "name");
+  lua_createtable(L, 0, g.initializer_size());
+  for (const auto& t : g.initializer()) {
+    push_tensor(L, tensor_of(t, "initializer " + t.name()));
+    lua_setfield(L, -2, t.name().c_str());
+  }
+  lua_setfield(L, -2, "initializers");
+  // graph inputs that are initializers too are weights with a default, not inputs to feed
+  auto push_infos = [&](const auto& infos, const char* field) {
+    lua_createtable(L, infos.size(), 0);
+    int k = 0;
+    for (const auto& v : infos) {
+      push_value_info(L, v);
+      lua_rawseti(L, -2, ++k);
+    }
+    lua_setfield(L, -2, field);
+  };
+  push_infos(g.input(), "inputs");
+  push_infos(g.output(), "outputs");
+  lua_createtable(L, g.node_size(), 0);
+  for (int i = 0; i < g.node_size(); i++) {
+    const auto& n = g.node(i);
+    std::string where =
+        "node " + std::to_string(i + 1) + " (" + n.op_type() + (n.name().empty() ? "" : " " + n.name()) + ")";
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, n.op_type().c_str());
+    lua_setfield(L, -2, "op");
+    lua_pushstring(L, n.name().c_str());
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, n.domain().c_str());
+    lua_setfield(L, -2, "domain");
+    push_strings(L, n.input());
+    lua_setfield(L, -2, "inputs");
+    push_strings(L, n.output());
+    lua_setfield(L, -2, "outputs");
+    lua_createtable(L, 0, n.attribute_size());
+    for (const auto& a : n.attribute()) {
+      push_attribute(L, a, where);
+      lua_setfield(L, -2, a.name().c_str());
+    }
+    lua_setfield(L, -2, "attrs");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "nodes");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::invalid_argument(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int onnx_read_tensor(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  std::string bytes = read_file(path);
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes)) throw std::invalid_argument(path + ": not a serialized TensorProto");
+  push_tensor(L, tensor_of(t, path));
+  return 1;
+}
+
+int onnx_load(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  std::string bytes = read_file(path);
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes))
+    throw std::invalid_argument(path + ": not an ONNX model (damaged or truncated)");
+  try {
+    onnx::checker::check_model(m);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(path + ": the ONNX checker refuses the model: " + e.what());
+  }
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, m.producer_name().c_str());
+  lua_setfield(L, -2, "producer");
+  lua_pushstring(L, m.producer_version().c_str());
+  lua_setfield(L, -2, "producer_version");
+  lua_pushinteger(L, m.ir_version());
+  lua_setfield(L, -2, "ir_version");
+  lua_createtable(L, 0, m.opset_import_size());
+  for (const auto& o : m.opset_import()) {
+    lua_pushinteger(L, o.version());
+    lua_setfield(L, -2, o.domain().empty() ? "ai.onnx" : o.domain().c_str());
+  }
+  lua_setfield(L, -2, "opset");
+  push_graph(L, m.graph());
+  lua_setfield(L, -2, "graph");
+  return 1;
+}
+
+const Binding kOnnxFns[] = {{"onnx.read_tensor", onnx_read_tensor}, {"onnx.load", onnx_load}};
+
+} // namespace
+
+int open_mgonnx(lua_State* L) {
+  lua_newtable(L);
+  set_bindings(L, -1, kOnnxFns);
+  return 1;
+}
+
+} // namespace mg::lua

@@ -1,0 +1,42 @@
+-- ONNX loading (interp/bind_onnx.cpp, stdlib/onnx.lua): the model's description, a run against
+-- ONNX's own reference outputs, and clear errors for bad files and inputs. The whole backend
+-- suite is tests/lua/onnx_suite.lua.
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test = H.test
+local D = "/usr/share/libonnx-testdata/data/"
+
+test("onnx.load describes a model: inputs, outputs, opset, producer", function()
+  local m = onnx.load(D .. "node/test_gemm_default_no_bias/model.onnx")
+  assert(m.producer == "backend-test" and m.opset["ai.onnx"] >= 1, tostring(m.producer))
+  assert(#m.inputs == 2 and m.inputs[1].dtype == "float32" and #m.inputs[1].shape == 2)
+  assert(#m.outputs == 1 and m.graph.nodes[1].op == "Gemm")
+end)
+
+test("a model's outputs match ONNX's reference outputs, lazily", function()
+  local dir = D .. "node/test_conv_with_strides_padding/"
+  local m = onnx.load(dir .. "model.onnx")
+  local ins = {}
+  for i, inp in ipairs(m.inputs) do ins[inp.name] = onnx.read_tensor(dir .. "test_data_set_0/input_" .. (i - 1) .. ".pb") end
+  local out = m(ins)[m.outputs[1].name]
+  assert(#out:schedule() >= 1, "the output is lazy: it has kernels to run")
+  local want = onnx.read_tensor(dir .. "test_data_set_0/output_0.pb")
+  H.same(out:tolist(), want:tolist(), 1e-5, "conv with strides and padding")
+end)
+
+test("bad files and inputs are clear errors", function()
+  H.errors(function() onnx.load("/nonexistent.onnx") end, "cannot open")
+  local tmp = os.tmpname()
+  local src = io.open(D .. "node/test_add/model.onnx", "rb"):read("a")
+  io.open(tmp, "wb"):write(src:sub(1, #src // 2)):close()
+  H.errors(function() onnx.load(tmp) end, "not an ONNX model")
+  os.remove(tmp)
+  H.errors(function() onnx.read_tensor(D .. "node/test_add/model.onnx") end, "element type UNDEFINED")
+  local m = onnx.load(D .. "node/test_add/model.onnx")
+  H.errors(function() m:run({}) end, "input 'x' is missing")
+  local rnn = onnx.load(D .. "node/test_rnn_seq_length/model.onnx")
+  local ins = {}
+  for _, i in ipairs(rnn.inputs) do ins[i.name] = Tensor.zeros(1) end
+  H.errors(function() rnn:run(ins) end, "op RNN")
+end)
+
+H.done()
