@@ -147,7 +147,8 @@ op("Concat", 1, function(_, x, at)
   args[#args + 1] = { dim = at.axis }
   return x[1]:cat(table.unpack(args))
 end)
-op("Size", 1, function(_, x) return Tensor(x[1].numel, "int64") end)
+op("Size", 1, function(_, x) return Tensor(x[1]:numel(), "int64") end)
+op("ThresholdedRelu", 10, function(_, x, at) return x[1]:gt(at.alpha or 1.0):where(x[1], 0) end)
 op("CastLike", 15, function(_, x) return x[1]:cast(x[2].dtype) end)
 op("Dropout", 1, function(_, x) -- inference: the identity, and a mask of all true
   return x[1], Tensor.ones(x[1].shape, { dtype = "bool" })
@@ -325,10 +326,38 @@ op("ReduceLogSumExp", 1, function(node, x, at, opset)
 end)
 for name, m in pairs({ ArgMax = "argmax", ArgMin = "argmin" }) do
   op(name, 1, function(_, x, at)
-    if at.select_last_index == 1 then error("onnx: " .. name .. " with select_last_index is not supported yet", 0) end
-    return x[1][m](x[1], { axis = at.axis or 0, keepdim = at.keepdims ~= 0 }):cast("int64")
+    local axis = axis_of(at.axis or 0, x[1].ndim)
+    local keep = at.keepdims ~= 0
+    if at.select_last_index == 1 then -- the first index of the flipped tensor, counted from the end
+      local r = x[1]:flip(axis)[m](x[1]:flip(axis), { axis = axis, keepdim = keep })
+      return (r * -1 + (x[1].shape[axis + 1] - 1)):cast("int64")
+    end
+    return x[1][m](x[1], { axis = axis, keepdim = keep }):cast("int64")
   end)
 end
+
+-- losses: the target picks one class per position (a one-hot select along axis 1, exact); a
+-- target equal to ignore_index counts with weight 0
+local function nll(input, target, weight, at)
+  local c = input.shape[2]
+  local cls = {}
+  for i = 1, input.ndim do cls[i] = 1 end
+  cls[2] = c
+  local hit = target:unsqueeze(1):eq(Tensor.arange(c, { dtype = target.dtype }):reshape(cls))
+  local picked = hit:where(input, 0):sum({ axis = 1 })
+  local w = weight and hit:where(weight:reshape(cls), 0):sum({ axis = 1 }) or hit:any(1):cast(input.dtype)
+  if at.ignore_index then w = target:eq(at.ignore_index):where(0, w) end
+  local loss = -picked * w
+  local red = at.reduction or "mean"
+  if red == "none" then return loss end
+  if red == "sum" then return loss:sum() end
+  return loss:sum() / w:sum()
+end
+op("NegativeLogLikelihoodLoss", 12, function(_, x, at) return nll(x[1], x[2], x[3], at) end)
+op("SoftmaxCrossEntropyLoss", 12, function(_, x, at)
+  local logp = x[1]:log_softmax(1)
+  return nll(logp, x[2], x[3], at), logp
+end)
 
 -- softmax: from opset 13 along one axis; before, over the flattened dims from axis on
 local function softmax_op(method)
