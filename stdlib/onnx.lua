@@ -159,10 +159,11 @@ op("Range", 11, function(_, x)
   return (Tensor.arange(n, { dtype = x[1].dtype }) * delta + start):cast(x[1].dtype)
 end)
 -- Slice: starts, ends (clamped into the dim, negative from the end), axes, steps as inputs (10+)
-op("Slice", 10, function(_, x)
+op("Slice", 1, function(_, x, at, opset)
   local d = x[1]
-  local starts, ends = ints(x[2]), ints(x[3])
-  local axes, steps = ints(x[4]), ints(x[5])
+  local starts, ends, axes, steps
+  if opset < 10 then starts, ends, axes = at.starts, at.ends, at.axes
+  else starts, ends, axes, steps = ints(x[2]), ints(x[3]), ints(x[4]), ints(x[5]) end
   local idx = {}
   for i = 1, d.ndim do idx[i] = { nil } end
   for i = 1, #starts do
@@ -202,6 +203,49 @@ op("Split", 1, function(node, x, at, opset)
     at0 = at0 + sz
   end
   return table.unpack(r)
+end)
+-- Pad: pads (begin..., end...) as an attribute before opset 11, then as an input; modes
+-- constant, reflect, edge (moongrad's replicate)
+op("Pad", 1, function(_, x, at, opset)
+  local pads = opset >= 11 and ints(x[2]) or at.pads or at.paddings
+  local value = opset >= 11 and (x[3] and x[3]:item() or 0) or (at.value or 0)
+  local n = x[1].ndim
+  local axes = opset >= 18 and x[4] and axes_list(ints(x[4]), n) or nil
+  local p = {}
+  for i = 1, n do p[i] = { 0, 0 } end
+  local k = axes and #axes or n
+  for j = 1, k do
+    local a = axes and axes[j] + 1 or j
+    p[a] = { pads[j], pads[j + k] }
+  end
+  local mode = at.mode or "constant"
+  return x[1]:pad(p, mode == "edge" and "replicate" or mode, value)
+end)
+op("PRelu", 1, function(_, x) return x[1]:lt(0):where(x[1] * x[2], x[1]) end)
+op("Tile", 1, function(_, x)
+  local reps = ints(x[2])
+  local d = x[1]
+  -- each dim i: (s) -> (1, s) expanded to (r, s), then merged to (r*s)
+  local shape, big, final = {}, {}, {}
+  for i, sz in ipairs(d.shape) do
+    shape[#shape + 1] = 1; shape[#shape + 1] = sz
+    big[#big + 1] = reps[i]; big[#big + 1] = sz
+    final[i] = reps[i] * sz
+  end
+  return d:reshape(shape):expand(big):reshape(final)
+end)
+op("InstanceNormalization", 1, function(_, x, at)
+  local axes = {}
+  for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
+  local shape = { 1, x[1].shape[2] }
+  for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
+  local y = x[1] - x[1]:mean(axes, true)
+  local r = y * ((y * y):mean(axes, true) + (at.epsilon or 1e-5)):rsqrt()
+  return r * x[2]:reshape(shape) + x[3]:reshape(shape)
+end)
+op("Shrink", 9, function(_, x, at)
+  local l, b = at.lambd or 0.5, at.bias or 0
+  return x[1]:lt(-l):where(x[1] + b, x[1]:gt(l):where(x[1] - b, 0)):cast(x[1].dtype)
 end)
 op("Trilu", 14, function(_, x, at)
   local k = x[2] and x[2]:item() or 0
