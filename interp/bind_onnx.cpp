@@ -63,6 +63,14 @@ DType dtype_of(int t, const std::string& what) {
 
 // Little-endian bytes of n elements of d from the typed repeated fields (raw_data is used as is).
 std::string typed_bytes(const onnx::TensorProto& t, DType d, int64_t n, const std::string& what) {
+  int have = d == DType::Float32                        ? t.float_data_size()
+             : d == DType::Float64                      ? t.double_data_size()
+             : d == DType::Int64                        ? t.int64_data_size()
+             : d == DType::UInt64 || d == DType::UInt32 ? t.uint64_data_size()
+                                                        : t.int32_data_size();
+  if (have != n) // before allocating: a file that is not a tensor can claim any shape
+    throw std::invalid_argument(what + ": " + std::to_string(have) + " values for " + std::to_string(n) +
+                                " elements (not a TensorProto, or a damaged one)");
   std::string out(static_cast<size_t>(n) * itemsize(d), '\0');
   auto put = [&](int64_t i, auto v) {
     std::memcpy(out.data() + i * itemsize(d), &v, itemsize(d));
@@ -108,7 +116,13 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
     throw std::invalid_argument(what + ": data in an external file is not supported yet");
   DType d = dtype_of(t.data_type(), what);
   Shape shape(t.dims().begin(), t.dims().end());
-  int64_t n = checked_numel(shape);
+  int64_t n = 1; // the element count, refused before it overflows (garbage dims in a damaged file)
+  for (int64_t s : shape) {
+    if (s < 0 || (s > 0 && n > (int64_t{1} << 40) / s))
+      throw std::invalid_argument(what + ": shape " + shape_str(shape) +
+                                  " is not a tensor's (damaged file?)");
+    n *= s;
+  }
   if (t.has_raw_data()) {
     const std::string& raw = t.raw_data();
     if (raw.size() != static_cast<size_t>(n) * itemsize(d))

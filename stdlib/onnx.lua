@@ -41,7 +41,8 @@ for name, m in pairs({ Abs = "abs", Neg = "neg", Exp = "exp", Log = "log", Sqrt 
   op(name, 1, function(_, x) return x[1][m](x[1]) end)
 end
 op("Identity", 1, function(_, x) return x[1] end)
-for name, m in pairs({ Add = "add", Sub = "sub", Mul = "mul", Pow = "pow", Equal = "eq", Less = "lt", Greater = "gt",
+op("Pow", 1, function(_, x) return x[1]:pow(x[2]):cast(x[1].dtype) end) -- the base's dtype
+for name, m in pairs({ Add = "add", Sub = "sub", Mul = "mul", Equal = "eq", Less = "lt", Greater = "gt",
   LessOrEqual = "le", GreaterOrEqual = "ge", And = "bitwise_and", Or = "bitwise_or", Xor = "bitwise_xor" }) do
   op(name, 1, function(_, x) return x[1][m](x[1], x[2]) end)
 end
@@ -53,6 +54,7 @@ op("Div", 1, function(_, x)
 end)
 op("Mod", 10, function(_, x, at)
   if at.fmod == 1 then return x[1] - x[2] * x[1]:div(x[2], false, "trunc") end
+  if x[1].dtype:find("^uint") then return Tensor._alu("MOD", x[1], x[2]) end -- no signs to fix
   return x[1] % x[2]
 end)
 for name, m in pairs({ Max = "maximum", Min = "minimum" }) do
@@ -261,10 +263,7 @@ op("CumSum", 11, function(_, x, at)
   if at.reverse == 1 then r = r:flip(axis) end
   return r
 end)
-op("BitShift", 11, function(_, x, at)
-  if at.direction == "LEFT" then return x[1]:lshift(x[2]) end
-  return x[1]:rshift(x[2])
-end)
+op("BitShift", 11, function(_, x, at) return Tensor._alu(at.direction == "LEFT" and "SHL" or "SHR", x[1], x[2]) end)
 op("LayerNormalization", 17, function(node, x, at)
   local axis = axis_of(at.axis or -1, x[1].ndim)
   local axes = {}
