@@ -316,6 +316,71 @@ op("Gather", 1, function(_, x, at)
   for i = ni + axis, #shape - 1 do back[#back + 1] = i end
   return g:permute(back)
 end)
+-- GatherElements: out[..i..] = data[..index[..i..]..] along the axis; the other dims of data are
+-- cut to the index's, then a one-hot select over the axis and a sum
+op("GatherElements", 11, function(_, x, at)
+  local d, idx = x[1], x[2]:cast("int64")
+  local axis = axis_of(at.axis or 0, d.ndim)
+  local n = d.shape[axis + 1]
+  idx = idx:lt(0):where(idx + n, idx)
+  local cut = {}
+  for i = 1, d.ndim do cut[i] = i == axis + 1 and { 0, n } or { 0, idx.shape[i] } end
+  d = d:shrink(cut)
+  local cls = {}
+  for i = 1, d.ndim + 1 do cls[i] = 1 end
+  cls[axis + 2] = n
+  local hit = idx:unsqueeze(axis + 1):eq(Tensor.arange(n, { dtype = "int64" }):reshape(cls))
+  return hit:where(d:unsqueeze(axis), 0):sum({ axis = axis + 1 }):cast(x[1].dtype)
+end)
+op("OneHot", 9, function(_, x, at)
+  local idx, depth, values = x[1], x[2]:item(), x[3]
+  local nd = idx.ndim + 1
+  local axis = axis_of(at.axis or -1, nd)
+  idx = idx:lt(0):where(idx + depth, idx)
+  local cls = {}
+  for i = 1, nd do cls[i] = 1 end
+  cls[axis + 1] = depth
+  local hit = idx:unsqueeze(axis):eq(Tensor.arange(depth, { dtype = idx.dtype }):reshape(cls))
+  local off, on = values[{ 0 }], values[{ 1 }]
+  return hit:where(on, off)
+end)
+op("Hardmax", 1, function(_, x, at, opset)
+  local a = axis_of(at.axis or (opset >= 13 and -1 or 1), x[1].ndim)
+  local d = x[1]
+  if opset < 13 then
+    local lead = 1
+    for i = 1, a do lead = lead * d.shape[i] end
+    d, a = d:reshape(lead, -1), 1
+  end
+  local n = d.shape[a + 1]
+  local cls = {}
+  for i = 1, d.ndim do cls[i] = 1 end
+  cls[a + 1] = n
+  local hit = d:argmax({ axis = a, keepdim = true }):eq(Tensor.arange(n, { dtype = "int32" }):reshape(cls))
+  return hit:cast(x[1].dtype):reshape(x[1].shape)
+end)
+op("Einsum", 12, function(_, x, at)
+  local args = { at.equation }
+  for i = 1, #x do args[#args + 1] = x[i] end
+  return Tensor.einsum(table.unpack(args))
+end)
+-- DepthToSpace (DCR: depth, column, row; CRD: column, row, depth) and SpaceToDepth, as views
+op("DepthToSpace", 1, function(_, x, at)
+  local b = at.blocksize
+  local n, c, h, w = table.unpack(x[1].shape)
+  local r
+  if at.mode == "CRD" then
+    r = x[1]:reshape(n, c // (b * b), b, b, h, w):permute(0, 1, 4, 2, 5, 3)
+  else
+    r = x[1]:reshape(n, b, b, c // (b * b), h, w):permute(0, 3, 4, 1, 5, 2)
+  end
+  return r:reshape(n, c // (b * b), h * b, w * b)
+end)
+op("SpaceToDepth", 1, function(_, x, at)
+  local b = at.blocksize
+  local n, c, h, w = table.unpack(x[1].shape)
+  return x[1]:reshape(n, c, h // b, b, w // b, b):permute(0, 3, 5, 1, 2, 4):reshape(n, c * b * b, h // b, w // b)
+end)
 op("Constant", 1, function(_, _, at)
   if at.value then return at.value end
   if at.value_float then return Tensor(at.value_float, "float32") end
