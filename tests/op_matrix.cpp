@@ -459,6 +459,43 @@ int main(int argc, char** argv) {
     }
   }
 
+  // each integer op's result used inside an expression before it is stored (C promotes narrow
+  // integers to int: a result must still wrap as its dtype): CMPNE(op(a, b), reference) is false
+  for (const OpCase& oc : op_cases()) {
+    if (oc.arity > 2 || oc.op == Ops::CMPLT || oc.op == Ops::CMPNE) continue;
+    std::string row = std::string(name(oc.op)) + " in an expr";
+    for (DType d : kDTypes) {
+      if (!oc.applies(d) || !is_int(d)) {
+        put(row, d, Cell{});
+        continue;
+      }
+      std::vector<V> e = edge_values(d);
+      std::vector<std::vector<V>> cols(static_cast<size_t>(oc.arity));
+      std::vector<V> ref, want;
+      for (size_t k = 0; k < (oc.arity == 1 ? e.size() : e.size() * e.size()); k++) {
+        std::vector<V> in =
+            oc.arity == 1 ? std::vector<V>{e[k]} : std::vector<V>{e[k / e.size()], e[k % e.size()]};
+        for (size_t j = 0; j < in.size(); j++)
+          cols[j].push_back(in[j]);
+        ref.push_back(oc.ref(d, in));
+        want.push_back(I(DType::Bool, 0));
+      }
+      auto make = [&] {
+        std::vector<UOpRef> src;
+        for (auto& c : cols)
+          src.push_back(input(dev, d, c).uop);
+        return Tensor(alu(Ops::CMPNE, {alu(oc.op, src), input(dev, d, ref).uop})).realize();
+      };
+      auto args = [&](size_t k) {
+        std::string s = std::string(name(oc.op)) + "(";
+        for (size_t j = 0; j < cols.size(); j++)
+          s += (j ? ", " : "") + show(d, cols[j][k]);
+        return s + ") != " + show(d, ref[k]);
+      };
+      put(row, d, run(dev, DType::Bool, make, want, args, Tol::Exact, name(d)));
+    }
+  }
+
   // reduces: each row of values reduced to one
   std::function<V(DType, const std::vector<V>&)> max_ref;
   for (const OpCase& oc : op_cases())

@@ -242,6 +242,11 @@ void render_alu(CRender& r, const UOpRef& u) {
   if (r.dl.half_in_float && u->dtype == DType::Float16 && u->op != Ops::CAST && u->op != Ops::WHERE &&
       u->op != Ops::MAX && u->op != Ops::NEG)
     e = r.dl.cast(DType::Float16, e); // (a choice or a sign change of half values is already one)
+  // C promotes 8- and 16-bit integers to int: a sum, difference, product, negation or left shift
+  // can leave their range, and used inline (a comparison) it would not wrap as the dtype does
+  bool widens =
+      u->op == Ops::ADD || u->op == Ops::SUB || u->op == Ops::MUL || u->op == Ops::NEG || u->op == Ops::SHL;
+  if (widens && is_int(u->dtype) && itemsize(u->dtype) < 4) e = r.dl.cast(u->dtype, e);
   const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
   if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 &&
       !repeats_operands(r.dl, *us))
