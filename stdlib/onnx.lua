@@ -503,6 +503,52 @@ op("Conv", 1, function(node, x, at)
   return inp:conv2d(w, x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0)
 end)
 
+-- ConvTranspose: explicit pads cut from the full output (moongrad's conv_transpose2d takes them
+-- as padding), output_padding added at the end
+op("ConvTranspose", 1, function(_, x, at)
+  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: ConvTranspose auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
+  if at.output_shape then error("onnx: ConvTranspose output_shape is not supported yet", 0) end
+  local n = x[2].ndim - 2
+  local y = x[1]:conv_transpose2d(x[2], x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0, at.output_padding or 0)
+  if at.pads then
+    local cut = { { 0, y.shape[1] }, { 0, y.shape[2] } }
+    for i = 1, n do cut[#cut + 1] = { at.pads[i], y.shape[i + 2] - at.pads[i + n] } end
+    y = y:shrink(cut)
+  end
+  return y
+end)
+op("IsInf", 10, function(_, x, at) return x[1]:isinf(at.detect_positive ~= 0, at.detect_negative ~= 0) end)
+op("IsNaN", 9, function(_, x) return x[1]:isnan() end)
+op("EyeLike", 9, function(_, x, at)
+  local n, m = x[1].shape[1], x[1].shape[2]
+  local k = at.k or 0
+  local r = Tensor.arange(n, { dtype = "int64" }):reshape(n, 1) + k
+  local c = Tensor.arange(m, { dtype = "int64" }):reshape(1, m)
+  local dt = at.dtype and dtype_of(at.dtype, "EyeLike") or x[1].dtype
+  return r:eq(c):cast(dt)
+end)
+op("TopK", 10, function(_, x, at)
+  local k = x[2]:reshape(-1):tolist()[1]
+  local axis = axis_of(at.axis or -1, x[1].ndim)
+  local v, i = x[1]:topk(k, axis, at.largest ~= 0)
+  return v, i:cast("int64")
+end)
+op("Compress", 9, function(_, x, at)
+  local cond = x[2]:cast("bool"):tolist()
+  local keep = {}
+  for i, c in ipairs(cond) do if c then keep[#keep + 1] = i - 1 end end
+  local d = at.axis and x[1] or x[1]:reshape(-1)
+  local axis = at.axis and axis_of(at.axis, d.ndim) or 0
+  local n = d.shape[axis + 1]
+  local k = #keep
+  if k == 0 then
+    local shape = {}
+    for i, s in ipairs(d.shape) do shape[i] = i == axis + 1 and 0 or s end
+    return Tensor.zeros(shape, { dtype = d.dtype })
+  end
+  return ops.Gather.fn(nil, { d, Tensor(keep, "int64") }, { axis = axis })
+end)
+
 -- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool
 local function pool(method, pad_value)
   return function(node, x, at)
