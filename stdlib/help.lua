@@ -16,6 +16,7 @@ M.commands = {
   { "opts", ":opts EXPR", 'show.opts(x, {{"UPCAST", 0, 4}})', "the opts of each kernel EXPR needs; with a list, the last kernel lowered and timed with those instead" },
   { "kernels", ":kernels EXPR", "show.kernels(x)", "realize EXPR and list the kernels it ran with time, GFLOPS and GB/s" },
   { "time", ":time EXPR", "show.time(function() return EXPR end)", "build, schedule, compile and run EXPR; print the wall time" },
+  { "onnx", ":onnx PATH", 'show.onnx("model.onnx")', "an ONNX model: producer, opsets, inputs and outputs, nodes by op type, parameters and their bytes; onnx.load(path) and m:run{...} run it" },
   { "help", ":help [NAME]", 'show.help("relu")', "this list, or the signature and doc of a Tensor method or a command" },
 }
 

@@ -56,6 +56,9 @@ function M.translate(line)
     return ("show.ir(%s)"):format(rest)
   elseif cmd == "time" then
     return ("show.time(function() return %s end)"):format(expr())
+  elseif cmd == "onnx" then -- :onnx PATH (a file name, not an expression)
+    if rest == "" then fail(":onnx needs the path of a .onnx file, e.g. :onnx model.onnx") end
+    return ("show.onnx(%q)"):format(rest)
   elseif cmd == "help" then
     return ("show.help(%q)"):format(rest)
   end

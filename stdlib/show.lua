@@ -278,4 +278,46 @@ function show.help(name)
   print("  " .. d[2])
 end
 
+-- :onnx PATH: what an ONNX model holds, before running it.
+function show.onnx(path)
+  local m = onnx.load(path)
+  local opsets = {}
+  for domain, v in pairs(m.opset) do opsets[#opsets + 1] = ("%s %d"):format(domain, v) end
+  table.sort(opsets)
+  print(("%s: made by %s %s, IR version %d, opsets: %s"):format(path, m.producer ~= "" and m.producer or "(unnamed)",
+    m.producer_version or "", m.ir_version, table.concat(opsets, ", ")))
+  local function io_lines(title, list)
+    print(title)
+    for _, v in ipairs(list) do
+      local dims = {}
+      for i, d in ipairs(v.shape or {}) do dims[i] = tostring(d) end
+      print(("  %-24s %-8s (%s)"):format(v.name, v.dtype or v.kind or "?", table.concat(dims, ", ")))
+    end
+  end
+  io_lines("inputs:", m.inputs)
+  io_lines("outputs:", m.outputs)
+  local count, names = {}, {}
+  for _, n in ipairs(m.graph.nodes) do
+    if not count[n.op] then names[#names + 1] = n.op end
+    count[n.op] = (count[n.op] or 0) + 1
+  end
+  table.sort(names, function(a, b) return count[a] > count[b] or (count[a] == count[b] and a < b) end)
+  local parts = {}
+  for _, n in ipairs(names) do
+    parts[#parts + 1] = ("%s %d%s"):format(n, count[n], onnx.ops[n] and "" or " (not supported)")
+  end
+  print(("%d nodes: %s"):format(#m.graph.nodes, table.concat(parts, ", ")))
+  local params, bytes = 0, 0
+  for _, t in pairs(m.graph.initializers) do
+    params = params + t:numel()
+    bytes = bytes + t:numel() * (tonumber(t.dtype:match("%d+$")) or 8) // 8 -- bool: one byte
+  end
+  print(("parameters: %d in %d tensors, %.1f KiB"):format(params, (function()
+    local k = 0
+    for _ in pairs(m.graph.initializers) do k = k + 1 end
+    return k
+  end)(), bytes / 1024))
+  return m
+end
+
 return show
