@@ -39,4 +39,16 @@ test("bad files and inputs are clear errors", function()
   H.errors(function() rnn:run(ins) end, "op RNN")
 end)
 
+test(":onnx PATH summarizes a model at the prompt", function()
+  assert(require("repl").translate(":onnx a b.onnx") == 'show.onnx("a b.onnx")')
+  local lines = {}
+  local real_print = print
+  print = function(...) lines[#lines + 1] = table.concat({ ... }, "\t") end
+  local ok, m = pcall(show.onnx, D .. "pytorch-converted/test_Conv2d/model.onnx")
+  print = real_print
+  assert(ok, tostring(m))
+  local text = table.concat(lines, "\n")
+  assert(text:find("1 nodes: Conv 1", 1, true) and text:find("parameters: 76 in 2 tensors", 1, true), text)
+end)
+
 H.done()
