@@ -549,6 +549,59 @@ op("Compress", 9, function(_, x, at)
   return ops.Gather.fn(nil, { d, Tensor(keep, "int64") }, { axis = axis })
 end)
 
+-- Resize, modes nearest and linear: per resized axis the source position of each output index
+-- is computed here (a list), then the rows are gathered (and for linear, two rows blended)
+local function source_pos(x, scale, n_in, n_out, mode)
+  if mode == "asymmetric" then return x / scale end
+  if mode == "align_corners" then return n_out == 1 and 0 or x * (n_in - 1) / (n_out - 1) end
+  if mode == "pytorch_half_pixel" and n_out == 1 then return 0 end
+  return (x + 0.5) / scale - 0.5 -- half_pixel (the default)
+end
+local function nearest(p, how)
+  if how == "floor" then return math.floor(p) end
+  if how == "ceil" then return math.ceil(p) end
+  local f = math.floor(p)
+  if p - f == 0.5 then return how == "round_prefer_ceil" and f + 1 or f end
+  return math.floor(p + 0.5)
+end
+op("Resize", 10, function(_, x, at, opset)
+  local mode = at.mode or "nearest"
+  if mode ~= "nearest" and mode ~= "linear" then error("onnx: Resize mode " .. mode .. " is not supported yet", 0) end
+  local ct = at.coordinate_transformation_mode or "half_pixel"
+  if ct == "tf_crop_and_resize" or ct == "tf_half_pixel_for_nn" then error("onnx: Resize " .. ct .. " is not supported yet", 0) end
+  local d = x[1]
+  local scales = opset >= 11 and x[3] and x[3]:numel() > 0 and ints(x[3]) or (opset < 11 and ints(x[2])) or nil
+  local sizes = opset >= 11 and x[4] and ints(x[4]) or nil
+  for a = 0, d.ndim - 1 do
+    local n_in = d.shape[a + 1]
+    local n_out = sizes and sizes[a + 1] or math.floor(n_in * scales[a + 1] + 1e-9)
+    local scale = sizes and n_out / n_in or scales[a + 1]
+    if n_out ~= n_in or scale ~= 1 then
+      local i0, i1, w = {}, {}, {}
+      for o = 0, n_out - 1 do
+        local p = source_pos(o, scale, n_in, n_out, ct)
+        if mode == "nearest" then
+          i0[o + 1] = math.max(0, math.min(n_in - 1, nearest(p, at.nearest_mode or "round_prefer_floor")))
+        else
+          p = math.max(0, math.min(n_in - 1, p))
+          local f = math.floor(p)
+          i0[o + 1], i1[o + 1], w[o + 1] = f, math.min(f + 1, n_in - 1), p - f
+        end
+      end
+      local lo = ops.Gather.fn(nil, { d, Tensor(i0, "int64") }, { axis = a })
+      if mode == "linear" then
+        local hi = ops.Gather.fn(nil, { d, Tensor(i1, "int64") }, { axis = a })
+        local shape = {}
+        for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
+        local wt = Tensor(w, "float32"):reshape(shape):cast(d.dtype)
+        lo = lo + (hi - lo) * wt
+      end
+      d = lo
+    end
+  end
+  return d
+end)
+
 -- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool
 local function pool(method, pad_value)
   return function(node, x, at)
