@@ -61,54 +61,35 @@ DType dtype_of(int t, const std::string& what) {
                               " is not supported (moongrad has no strings or complex numbers)");
 }
 
-// Little-endian bytes of n elements of d from the typed repeated fields (raw_data is used as is).
-std::string typed_bytes(const onnx::TensorProto& t, DType d, int64_t n, const std::string& what) {
-  int have = d == DType::Float32                        ? t.float_data_size()
-             : d == DType::Float64                      ? t.double_data_size()
-             : d == DType::Int64                        ? t.int64_data_size()
-             : d == DType::UInt64 || d == DType::UInt32 ? t.uint64_data_size()
-                                                        : t.int32_data_size();
-  if (have != n) // before allocating: a file that is not a tensor can claim any shape
-    throw std::invalid_argument(what + ": " + std::to_string(have) + " values for " + std::to_string(n) +
+// Little-endian bytes of n elements of d from one typed repeated field: each value's low bytes.
+// The count is checked before anything is allocated: a file that is not a tensor can claim any shape.
+template <class Field> std::string field_bytes(const Field& f, DType d, int64_t n, const std::string& what) {
+  if (f.size() != n)
+    throw std::invalid_argument(what + ": " + std::to_string(f.size()) + " values for " + std::to_string(n) +
                                 " elements (not a TensorProto, or a damaged one)");
   std::string out(static_cast<size_t>(n) * itemsize(d), '\0');
-  auto put = [&](int64_t i, auto v) {
-    std::memcpy(out.data() + i * itemsize(d), &v, itemsize(d));
-  }; // low bytes
-  auto need = [&](int have) {
-    if (have != n)
-      throw std::invalid_argument(what + ": " + std::to_string(have) + " values for " + std::to_string(n) +
-                                  " elements");
-  };
-  switch (d) {
-  case DType::Float32:
-    need(t.float_data_size());
-    for (int64_t i = 0; i < n; i++)
-      put(i, t.float_data(static_cast<int>(i)));
-    break;
-  case DType::Float64:
-    need(t.double_data_size());
-    for (int64_t i = 0; i < n; i++)
-      put(i, t.double_data(static_cast<int>(i)));
-    break;
-  case DType::Int64:
-    need(t.int64_data_size());
-    for (int64_t i = 0; i < n; i++)
-      put(i, t.int64_data(static_cast<int>(i)));
-    break;
-  case DType::UInt64:
-  case DType::UInt32:
-    need(t.uint64_data_size());
-    for (int64_t i = 0; i < n; i++)
-      put(i, t.uint64_data(static_cast<int>(i))); // the low bytes: little-endian
-    break;
-  default: // int32 and everything narrower (float16 and bfloat16 as their bits) live in int32_data
-    need(t.int32_data_size());
-    for (int64_t i = 0; i < n; i++)
-      put(i, t.int32_data(static_cast<int>(i)));
-    break;
+  for (int i = 0; i < f.size(); i++) {
+    auto v = f.Get(i);
+    std::memcpy(out.data() + static_cast<size_t>(i) * itemsize(d), &v, itemsize(d));
   }
   return out;
+}
+
+// The same from whichever field holds dtype d (raw_data is used as is).
+std::string typed_bytes(const onnx::TensorProto& t, DType d, int64_t n, const std::string& what) {
+  switch (d) {
+  case DType::Float32:
+    return field_bytes(t.float_data(), d, n, what);
+  case DType::Float64:
+    return field_bytes(t.double_data(), d, n, what);
+  case DType::Int64:
+    return field_bytes(t.int64_data(), d, n, what);
+  case DType::UInt64:
+  case DType::UInt32:
+    return field_bytes(t.uint64_data(), d, n, what);
+  default: // int32 and everything narrower (float16 and bfloat16 as their bits) live in int32_data
+    return field_bytes(t.int32_data(), d, n, what);
+  }
 }
 
 Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
@@ -116,13 +97,7 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
     throw std::invalid_argument(what + ": data in an external file is not supported yet");
   DType d = dtype_of(t.data_type(), what);
   Shape shape(t.dims().begin(), t.dims().end());
-  int64_t n = 1; // the element count, refused before it overflows (garbage dims in a damaged file)
-  for (int64_t s : shape) {
-    if (s < 0 || (s > 0 && n > (int64_t{1} << 40) / s))
-      throw std::invalid_argument(what + ": shape " + shape_str(shape) +
-                                  " is not a tensor's (damaged file?)");
-    n *= s;
-  }
+  int64_t n = checked_numel(shape); // data sizes are checked against it before allocating
   if (t.has_raw_data()) {
     const std::string& raw = t.raw_data();
     if (raw.size() != static_cast<size_t>(n) * itemsize(d))

@@ -130,6 +130,9 @@ const std::vector<Stage>& kernel_stages() {
   return stages;
 }
 
+namespace {
+
+// FLOPs (ALU ops on values, not index math) times the trip count of their loops.
 int64_t estimate_flops(const std::vector<UOpRef>& linear) {
   std::unordered_set<const UOp*> index_math;
   for (auto& u : linear)
@@ -149,8 +152,6 @@ int64_t estimate_flops(const std::vector<UOpRef>& linear) {
   }
   return flops;
 }
-
-namespace {
 
 // opts, lowered, simplified, linear: the kernel's IR stages, with the rules that fired (VIZ).
 void lower_stages(CompiledKernel& c, const std::optional<std::vector<Opt>>& opts, const Target& target,
@@ -195,7 +196,6 @@ std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, c
                                             int64_t bytes) {
   auto c = std::make_unique<CompiledKernel>();
   c->ast = ast;
-  c->beam = opts.has_value() && o.beam > 0;
   lower_stages(*c, opts, device.target(), o.noopt);                         // opts .. linear
   c->info = describe(c->k, device.name(), bytes, o.threads);                // launch, estimate
   c->info.src = device.render(c->info.name, c->k.linear, c->info.parallel); // source
@@ -214,6 +214,7 @@ std::unique_ptr<CompiledKernel> compile_kernel(const ScheduleItem& item, const C
     bytes += static_cast<int64_t>(b->nbytes());
   auto c = compile_for(item.ast, get_device(dev), o, chosen, program, bytes);
   c->info.device = dev;
+  c->beam = !opts && chosen.has_value(); // chosen here by BEAM, not given
   return c;
 }
 

@@ -81,7 +81,4 @@ double run_program(const CompiledKernel& c, const ScheduleItem& item, int thread
 // loop open, between RANGE and ENDRANGE), dtype, its sources by number, and its argument.
 std::vector<std::string> linear_lines(const std::vector<UOpRef>& linear);
 
-// FLOPs (ALU ops on values, not index math) times the trip count of their loops.
-int64_t estimate_flops(const std::vector<UOpRef>& linear);
-
 } // namespace mg
