@@ -1,5 +1,6 @@
 // The Lua state: shared binding helpers, the small globals (dtypes, GlobalCounters, Context,
 // Device, setdebug) and running chunks with clear error messages.
+#include <cstdlib>
 #include "interp/lua_state.h"
 
 #include <algorithm>
@@ -398,7 +399,13 @@ void open_stdlib(lua_State* L) {
   for (size_t i = 0; i < kEmbeddedModuleCount; i++) {
     const EmbeddedModule& m = kEmbeddedModules[i];
     std::string chunk = std::string("@stdlib/") + m.name + ".lua";
-    if (luaL_loadbuffer(L, m.source, m.size, chunk.c_str()) != LUA_OK) lua_error(L);
+    // MG_STDLIB_DIR: edit stdlib/*.lua and rerun without rebuilding (CONTRIBUTING.md)
+    if (const char* dir = std::getenv("MG_STDLIB_DIR")) {
+      std::string path = std::string(dir) + "/" + m.name + ".lua";
+      if (luaL_loadfile(L, path.c_str()) != LUA_OK) lua_error(L);
+    } else if (luaL_loadbuffer(L, m.source, m.size, chunk.c_str()) != LUA_OK) {
+      lua_error(L);
+    }
     lua_setfield(L, -2, m.name);
   }
   lua_pop(L, 1);

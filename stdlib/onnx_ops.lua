@@ -1,0 +1,620 @@
+-- The ONNX op handlers on the Tensor API: elementwise, shapes, reductions, losses, convolution,
+-- pooling, normalization, Resize. Registered into onnx.ops by stdlib/onnx.lua through `op`.
+return function(op, U)
+local ints, axis_of, axes_list, dtype_of, ops = U.ints, U.axis_of, U.axes_list, U.dtype_of, U.ops
+
+for name, m in pairs({ Abs = "abs", Neg = "neg", Exp = "exp", Log = "log", Sqrt = "sqrt", Reciprocal = "reciprocal",
+  Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh", Sin = "sin", Cos = "cos", Tan = "tan", Floor = "floor",
+  Ceil = "ceil", Round = "round", Sign = "sign", Erf = "erf", Softplus = "softplus", Not = "logical_not",
+  Softsign = "softsign" }) do
+  op(name, 1, function(_, x) return x[1][m](x[1]) end)
+end
+op("Identity", 1, function(_, x) return x[1] end)
+op("Pow", 1, function(_, x) return x[1]:pow(x[2]):cast(x[1].dtype) end) -- the base's dtype
+for name, m in pairs({ Add = "add", Sub = "sub", Mul = "mul", Equal = "eq", Less = "lt", Greater = "gt",
+  LessOrEqual = "le", GreaterOrEqual = "ge", And = "bitwise_and", Or = "bitwise_or", Xor = "bitwise_xor" }) do
+  op(name, 1, function(_, x) return x[1][m](x[1], x[2]) end)
+end
+-- integer Div truncates in ONNX (C's), float Div is true division
+op("Div", 1, function(_, x)
+  local a, b = x[1], x[2]
+  if a.dtype:find("int") then return a:div(b, false, "trunc"):cast(a.dtype) end
+  return a:div(b)
+end)
+op("Mod", 10, function(_, x, at)
+  if at.fmod == 1 then return x[1] - x[2] * x[1]:div(x[2], false, "trunc") end
+  if x[1].dtype:find("^uint") then return Tensor._alu("MOD", x[1], x[2]) end -- no signs to fix
+  return x[1] % x[2]
+end)
+for name, m in pairs({ Max = "maximum", Min = "minimum" }) do
+  op(name, 1, function(_, x)
+    local r = x[1]
+    for i = 2, #x do r = r[m](r, x[i]) end
+    return r
+  end)
+end
+op("Sum", 1, function(_, x)
+  local r = x[1]
+  for i = 2, #x do r = r + x[i] end
+  return r
+end)
+op("Mean", 1, function(_, x)
+  local r = x[1]
+  for i = 2, #x do r = r + x[i] end
+  return r / #x
+end)
+op("Where", 9, function(_, x) return x[1]:where(x[2], x[3]) end)
+op("LeakyRelu", 1, function(_, x, at) return x[1]:leaky_relu(at.alpha or 0.01) end)
+op("Elu", 1, function(_, x, at) return x[1]:elu(at.alpha or 1.0) end)
+op("Selu", 1, function(_, x, at)
+  local a, g = at.alpha or 1.67326319217681884765625, at.gamma or 1.05070102214813232421875
+  return (x[1]:gt(0)):where(x[1], (x[1]:exp() - 1) * a) * g
+end)
+op("HardSigmoid", 1, function(_, x, at)
+  return (x[1] * (at.alpha or 0.2) + (at.beta or 0.5)):clamp(0, 1)
+end)
+op("Clip", 1, function(_, x, at)
+  local lo, hi = x[2] or at.min, x[3] or at.max
+  if type(lo) ~= "number" and lo ~= nil then lo = lo:item() end
+  if type(hi) ~= "number" and hi ~= nil then hi = hi:item() end
+  if lo == nil and hi == nil then return x[1] end
+  return x[1]:clamp(lo, hi)
+end)
+op("Cast", 1, function(node, x, at) return x[1]:cast(dtype_of(at.to, node.name)) end)
+
+-- shapes
+op("Shape", 1, function(_, x, at)
+  local s = x[1].shape
+  local first, last = at.start or 0, at["end"] or #s
+  first, last = axis_of(first, #s), axis_of(last, #s)
+  local r = {}
+  for i = first + 1, math.min(last, #s) do r[#r + 1] = s[i] end
+  return Tensor(r, "int64")
+end)
+op("Reshape", 5, function(_, x, at)
+  local shape, s = ints(x[2]), x[1].shape
+  for i, v in ipairs(shape) do
+    if v == 0 and at.allowzero ~= 1 then shape[i] = s[i] end
+  end
+  return x[1]:reshape(shape)
+end)
+op("Flatten", 1, function(_, x, at)
+  local a = axis_of(at.axis or 1, x[1].ndim)
+  local lead = 1
+  for i = 1, a do lead = lead * x[1].shape[i] end
+  return x[1]:reshape(lead, -1)
+end)
+op("Transpose", 1, function(_, x, at)
+  local perm = at.perm
+  if not perm then
+    perm = {}
+    for i = 1, x[1].ndim do perm[i] = x[1].ndim - i end
+  end
+  return x[1]:permute(perm)
+end)
+local function squeeze_axes(node, x, at, opset) return opset >= 13 and ints(x[2]) or at.axes end
+op("Squeeze", 1, function(node, x, at, opset)
+  local axes = squeeze_axes(node, x, at, opset)
+  local s, keep = x[1].shape, {}
+  local drop = {}
+  if axes then for _, a in ipairs(axes_list(axes, #s)) do drop[a + 1] = true end
+  else for i, d in ipairs(s) do drop[i] = d == 1 end end
+  for i, d in ipairs(s) do if not drop[i] then keep[#keep + 1] = d end end
+  return x[1]:reshape(keep)
+end)
+op("Unsqueeze", 1, function(node, x, at, opset)
+  local axes = squeeze_axes(node, x, at, opset)
+  local nd = x[1].ndim + #axes
+  local new, shape, k = {}, {}, 1
+  for _, a in ipairs(axes_list(axes, nd)) do new[a + 1] = true end
+  for i = 1, nd do
+    if new[i] then shape[i] = 1 else shape[i] = x[1].shape[k]; k = k + 1 end
+  end
+  return x[1]:reshape(shape)
+end)
+op("Concat", 1, function(_, x, at)
+  local args = {}
+  for i = 2, #x do args[#args + 1] = x[i] end
+  args[#args + 1] = { dim = at.axis }
+  return x[1]:cat(table.unpack(args))
+end)
+op("Size", 1, function(_, x) return Tensor(x[1]:numel(), "int64") end)
+op("ThresholdedRelu", 10, function(_, x, at) return x[1]:gt(at.alpha or 1.0):where(x[1], 0) end)
+op("CastLike", 15, function(_, x) return x[1]:cast(x[2].dtype) end)
+op("Dropout", 1, function(_, x) -- inference: the identity, and a mask of all true
+  return x[1], Tensor.ones(x[1].shape, { dtype = "bool" })
+end)
+op("Range", 11, function(_, x)
+  local start, limit, delta = x[1]:item(), x[2]:item(), x[3]:item()
+  local n = math.max(math.ceil((limit - start) / delta), 0)
+  return (Tensor.arange(n, { dtype = x[1].dtype }) * delta + start):cast(x[1].dtype)
+end)
+-- Slice: starts, ends (clamped into the dim, negative from the end), axes, steps as inputs (10+)
+op("Slice", 1, function(_, x, at, opset)
+  local d = x[1]
+  local starts, ends, axes, steps
+  if opset < 10 then starts, ends, axes = at.starts, at.ends, at.axes
+  else starts, ends, axes, steps = ints(x[2]), ints(x[3]), ints(x[4]), ints(x[5]) end
+  local idx = {}
+  for i = 1, d.ndim do idx[i] = { nil } end
+  for i = 1, #starts do
+    local a = axis_of(axes and axes[i] or i - 1, d.ndim)
+    local n, step = d.shape[a + 1], steps and steps[i] or 1
+    local function clamp(v, lo, hi) return math.max(lo, math.min(hi, v)) end
+    local b, e = starts[i], ends[i]
+    if b < 0 then b = b + n end
+    if e < 0 then e = e + n end
+    if step > 0 then b, e = clamp(b, 0, n), clamp(e, 0, n) else b, e = clamp(b, -1, n - 1), clamp(e, -1, n - 1) end
+    if step > 0 then
+      idx[a + 1] = e > b and { b, e, step } or { 0, 0 }
+    else -- backwards: flip, then step forward over the flipped dim
+      local fb, fe = n - 1 - b, n - 1 - e
+      idx[a + 1] = fe > fb and { fb, fe, -step } or { 0, 0 }
+      d = d:flip(a)
+    end
+  end
+  return d[idx]
+end)
+op("Split", 1, function(node, x, at, opset)
+  local axis = axis_of(at.axis or 0, x[1].ndim)
+  local sizes = (opset >= 13 and ints(x[2])) or at.split
+  if not sizes then
+    local n, parts = x[1].shape[axis + 1], #node.outputs
+    if at.num_outputs then parts = at.num_outputs end
+    local each = math.ceil(n / parts)
+    sizes = {}
+    for i = 1, parts do sizes[i] = math.min(each, n - each * (i - 1)) end
+  end
+  local r, at0 = {}, 0
+  for i, sz in ipairs(sizes) do
+    local idx = {}
+    for k = 1, x[1].ndim do idx[k] = { nil } end
+    idx[axis + 1] = { at0, at0 + sz }
+    r[i] = x[1][idx]
+    at0 = at0 + sz
+  end
+  return table.unpack(r)
+end)
+-- Pad: pads (begin..., end...) as an attribute before opset 11, then as an input; modes
+-- constant, reflect, edge (moongrad's replicate)
+op("Pad", 1, function(_, x, at, opset)
+  local pads = opset >= 11 and ints(x[2]) or at.pads or at.paddings
+  local value = opset >= 11 and (x[3] and x[3]:item() or 0) or (at.value or 0)
+  local n = x[1].ndim
+  local axes = opset >= 18 and x[4] and axes_list(ints(x[4]), n) or nil
+  local p = {}
+  for i = 1, n do p[i] = { 0, 0 } end
+  local k = axes and #axes or n
+  for j = 1, k do
+    local a = axes and axes[j] + 1 or j
+    p[a] = { pads[j], pads[j + k] }
+  end
+  local mode = at.mode or "constant"
+  return x[1]:pad(p, mode == "edge" and "replicate" or mode, value)
+end)
+op("PRelu", 1, function(_, x) return x[1]:lt(0):where(x[1] * x[2], x[1]) end)
+op("Tile", 1, function(_, x)
+  local reps = ints(x[2])
+  local d = x[1]
+  -- each dim i: (s) -> (1, s) expanded to (r, s), then merged to (r*s)
+  local shape, big, final = {}, {}, {}
+  for i, sz in ipairs(d.shape) do
+    shape[#shape + 1] = 1; shape[#shape + 1] = sz
+    big[#big + 1] = reps[i]; big[#big + 1] = sz
+    final[i] = reps[i] * sz
+  end
+  return d:reshape(shape):expand(big):reshape(final)
+end)
+op("InstanceNormalization", 1, function(_, x, at)
+  local axes = {}
+  for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
+  local shape = { 1, x[1].shape[2] }
+  for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
+  local y = x[1] - x[1]:mean(axes, true)
+  local r = y * ((y * y):mean(axes, true) + (at.epsilon or 1e-5)):rsqrt()
+  return r * x[2]:reshape(shape) + x[3]:reshape(shape)
+end)
+op("Shrink", 9, function(_, x, at)
+  local l, b = at.lambd or 0.5, at.bias or 0
+  return x[1]:lt(-l):where(x[1] + b, x[1]:gt(l):where(x[1] - b, 0)):cast(x[1].dtype)
+end)
+op("Trilu", 14, function(_, x, at)
+  local k = x[2] and x[2]:item() or 0
+  if at.upper == 0 then return x[1]:tril(k) end
+  return x[1]:triu(k)
+end)
+op("CumSum", 11, function(_, x, at)
+  local axis = axis_of(x[2]:item(), x[1].ndim)
+  local d = x[1]
+  if at.reverse == 1 then d = d:flip(axis) end
+  local r = d:cumsum(axis)
+  if at.exclusive == 1 then r = r - d end
+  if at.reverse == 1 then r = r:flip(axis) end
+  return r
+end)
+op("BitShift", 11, function(_, x, at) return Tensor._alu(at.direction == "LEFT" and "SHL" or "SHR", x[1], x[2]) end)
+op("LayerNormalization", 17, function(node, x, at)
+  local axis = axis_of(at.axis or -1, x[1].ndim)
+  local axes = {}
+  for a = axis, x[1].ndim - 1 do axes[#axes + 1] = a end
+  local d = x[1]:cast("float32")
+  local mean = d:mean(axes, true)
+  local y = d - mean
+  local invstd = ((y * y):mean(axes, true) + (at.epsilon or 1e-5)):rsqrt()
+  local r = y * invstd * x[2]
+  if x[3] then r = r + x[3] end
+  return r:cast(x[1].dtype), mean, invstd
+end)
+op("Expand", 8, function(_, x)
+  local shape, s = ints(x[2]), x[1].shape
+  local nd = math.max(#shape, #s)
+  local out, src = {}, {}
+  for i = 1, nd do
+    local a = shape[i - (nd - #shape)] or 1
+    local b = s[i - (nd - #s)] or 1
+    out[i] = (a == 1) and b or a
+    src[i] = b
+  end
+  return x[1]:reshape(src):expand(out)
+end)
+-- Gather: each index picks a slice along the axis; done as a one-hot select and a sum (exact for
+-- every dtype), then the index dims put where the axis was
+op("Gather", 1, function(_, x, at)
+  local d, idx = x[1], x[2]
+  local axis = axis_of(at.axis or 0, d.ndim)
+  local n = d.shape[axis + 1]
+  idx = idx:cast("int64")
+  idx = idx:lt(0):where(idx + n, idx)
+  local perm, rest = { axis }, {}
+  for i = 0, d.ndim - 1 do
+    if i ~= axis then perm[#perm + 1] = i; rest[#rest + 1] = d.shape[i + 1] end
+  end
+  local k = 1
+  for _, s in ipairs(idx.shape) do k = k * s end
+  local oh_shape, d_shape = { k, n }, { 1, n }
+  for _, s in ipairs(rest) do oh_shape[#oh_shape + 1] = 1; d_shape[#d_shape + 1] = s end
+  local hit = idx:reshape(k, 1):eq(Tensor.arange(n, { dtype = "int64" }):reshape(1, n)):reshape(oh_shape)
+  local g = hit:where(d:permute(perm):reshape(d_shape), 0):sum({ axis = 1 }):cast(d.dtype)
+  local shape = {}
+  for _, s in ipairs(idx.shape) do shape[#shape + 1] = s end
+  for _, s in ipairs(rest) do shape[#shape + 1] = s end
+  g = g:reshape(shape)
+  local ni, back = #idx.shape, {}
+  for i = 0, axis - 1 do back[#back + 1] = ni + i end
+  for i = 0, ni - 1 do back[#back + 1] = i end
+  for i = ni + axis, #shape - 1 do back[#back + 1] = i end
+  return g:permute(back)
+end)
+-- GatherElements: out[..i..] = data[..index[..i..]..] along the axis; the other dims of data are
+-- cut to the index's, then a one-hot select over the axis and a sum
+op("GatherElements", 11, function(_, x, at)
+  local d, idx = x[1], x[2]:cast("int64")
+  local axis = axis_of(at.axis or 0, d.ndim)
+  local n = d.shape[axis + 1]
+  idx = idx:lt(0):where(idx + n, idx)
+  local cut = {}
+  for i = 1, d.ndim do cut[i] = i == axis + 1 and { 0, n } or { 0, idx.shape[i] } end
+  d = d:shrink(cut)
+  local cls = {}
+  for i = 1, d.ndim + 1 do cls[i] = 1 end
+  cls[axis + 2] = n
+  local hit = idx:unsqueeze(axis + 1):eq(Tensor.arange(n, { dtype = "int64" }):reshape(cls))
+  return hit:where(d:unsqueeze(axis), 0):sum({ axis = axis + 1 }):cast(x[1].dtype)
+end)
+op("OneHot", 9, function(_, x, at)
+  local idx, depth, values = x[1], x[2]:item(), x[3]
+  local nd = idx.ndim + 1
+  local axis = axis_of(at.axis or -1, nd)
+  idx = idx:lt(0):where(idx + depth, idx)
+  local cls = {}
+  for i = 1, nd do cls[i] = 1 end
+  cls[axis + 1] = depth
+  local hit = idx:unsqueeze(axis):eq(Tensor.arange(depth, { dtype = idx.dtype }):reshape(cls))
+  local off, on = values[{ 0 }], values[{ 1 }]
+  return hit:where(on, off)
+end)
+op("Hardmax", 1, function(_, x, at, opset)
+  local a = axis_of(at.axis or (opset >= 13 and -1 or 1), x[1].ndim)
+  local d = x[1]
+  if opset < 13 then
+    local lead = 1
+    for i = 1, a do lead = lead * d.shape[i] end
+    d, a = d:reshape(lead, -1), 1
+  end
+  local n = d.shape[a + 1]
+  local cls = {}
+  for i = 1, d.ndim do cls[i] = 1 end
+  cls[a + 1] = n
+  local hit = d:argmax({ axis = a, keepdim = true }):eq(Tensor.arange(n, { dtype = "int32" }):reshape(cls))
+  return hit:cast(x[1].dtype):reshape(x[1].shape)
+end)
+op("Einsum", 12, function(_, x, at)
+  local args = { at.equation }
+  for i = 1, #x do args[#args + 1] = x[i] end
+  return Tensor.einsum(table.unpack(args))
+end)
+-- DepthToSpace (DCR: depth, column, row; CRD: column, row, depth) and SpaceToDepth, as views
+op("DepthToSpace", 1, function(_, x, at)
+  local b = at.blocksize
+  local n, c, h, w = table.unpack(x[1].shape)
+  local r
+  if at.mode == "CRD" then
+    r = x[1]:reshape(n, c // (b * b), b, b, h, w):permute(0, 1, 4, 2, 5, 3)
+  else
+    r = x[1]:reshape(n, b, b, c // (b * b), h, w):permute(0, 3, 4, 1, 5, 2)
+  end
+  return r:reshape(n, c // (b * b), h * b, w * b)
+end)
+op("SpaceToDepth", 1, function(_, x, at)
+  local b = at.blocksize
+  local n, c, h, w = table.unpack(x[1].shape)
+  return x[1]:reshape(n, c, h // b, b, w // b, b):permute(0, 3, 5, 1, 2, 4):reshape(n, c * b * b, h // b, w // b)
+end)
+op("Constant", 1, function(_, _, at)
+  if at.value then return at.value end
+  if at.value_float then return Tensor(at.value_float, "float32") end
+  if at.value_int then return Tensor(at.value_int, "int64") end
+  if at.value_floats then return Tensor(at.value_floats, "float32") end
+  if at.value_ints then return Tensor(at.value_ints, "int64") end
+  error("onnx: Constant without a value this loader reads", 0)
+end)
+op("ConstantOfShape", 9, function(_, x, at)
+  local v = at.value or Tensor({ 0 }, "float32")
+  local shape = ints(x[1])
+  return Tensor.full(shape, v:reshape(-1):tolist()[1], { dtype = v.dtype })
+end)
+
+-- reductions: axes as an attribute, or as an input from opset 13 (ReduceSum) / 18 (the others)
+local function reduce(method, input_from)
+  return function(_, x, at, opset)
+    local axes = opset >= input_from and ints(x[2]) or at.axes
+    local keep = at.keepdims ~= 0
+    if axes == nil or #axes == 0 then
+      if at.noop_with_empty_axes == 1 then return x[1] end
+      axes = nil
+    else
+      axes = axes_list(axes, x[1].ndim)
+    end
+    return x[1][method](x[1], { axis = axes, keepdim = keep })
+  end
+end
+op("ReduceSum", 1, reduce("sum", 13))
+op("ReduceMean", 1, reduce("mean", 18))
+op("ReduceMax", 1, reduce("max", 18))
+op("ReduceMin", 1, reduce("min", 18))
+op("ReduceProd", 1, reduce("prod", 18))
+-- the composed reductions: a function of x, the sum, then a function of the result
+local function reduce_of(pre, post, input_from)
+  local sum = reduce("sum", input_from)
+  return function(node, x, at, opset)
+    local r = sum(node, { pre(x[1]), x[2] }, at, opset)
+    return post and post(r) or r
+  end
+end
+op("ReduceSumSquare", 1, reduce_of(function(t) return t * t end, nil, 18))
+op("ReduceL1", 1, reduce_of(function(t) return t:abs() end, nil, 18))
+op("ReduceL2", 1, reduce_of(function(t) return t * t end, function(r) return r:sqrt() end, 18))
+op("ReduceLogSum", 1, reduce_of(function(t) return t end, function(r) return r:log() end, 18))
+op("ReduceLogSumExp", 1, function(node, x, at, opset)
+  local m = reduce("max", 18)(node, x, { axes = at.axes, keepdims = 1 }, opset)
+  local r = reduce("sum", 18)(node, { (x[1] - m):exp(), x[2] }, at, opset):log()
+  if at.keepdims == 0 then return r + reduce("max", 18)(node, x, at, opset) end
+  return r + m
+end)
+for name, m in pairs({ ArgMax = "argmax", ArgMin = "argmin" }) do
+  op(name, 1, function(_, x, at)
+    local axis = axis_of(at.axis or 0, x[1].ndim)
+    local keep = at.keepdims ~= 0
+    if at.select_last_index == 1 then -- the first index of the flipped tensor, counted from the end
+      local r = x[1]:flip(axis)[m](x[1]:flip(axis), { axis = axis, keepdim = keep })
+      return (r * -1 + (x[1].shape[axis + 1] - 1)):cast("int64")
+    end
+    return x[1][m](x[1], { axis = axis, keepdim = keep }):cast("int64")
+  end)
+end
+
+-- losses: the target picks one class per position (a one-hot select along axis 1, exact); a
+-- target equal to ignore_index counts with weight 0
+local function nll(input, target, weight, at)
+  local c = input.shape[2]
+  local cls = {}
+  for i = 1, input.ndim do cls[i] = 1 end
+  cls[2] = c
+  local hit = target:unsqueeze(1):eq(Tensor.arange(c, { dtype = target.dtype }):reshape(cls))
+  local picked = hit:where(input, 0):sum({ axis = 1 })
+  local w = weight and hit:where(weight:reshape(cls), 0):sum({ axis = 1 }) or hit:any(1):cast(input.dtype)
+  if at.ignore_index then w = target:eq(at.ignore_index):where(0, w) end
+  local loss = -picked * w
+  local red = at.reduction or "mean"
+  if red == "none" then return loss end
+  if red == "sum" then return loss:sum() end
+  return loss:sum() / w:sum()
+end
+op("NegativeLogLikelihoodLoss", 12, function(_, x, at) return nll(x[1], x[2], x[3], at) end)
+op("SoftmaxCrossEntropyLoss", 12, function(_, x, at)
+  local logp = x[1]:log_softmax(1)
+  return nll(logp, x[2], x[3], at), logp
+end)
+
+-- softmax: from opset 13 along one axis; before, over the flattened dims from axis on
+local function softmax_op(method)
+  return function(_, x, at, opset)
+    local a = axis_of(at.axis or (opset >= 13 and -1 or 1), x[1].ndim)
+    if opset >= 13 then return x[1][method](x[1], a) end
+    local lead = 1
+    for i = 1, a do lead = lead * x[1].shape[i] end
+    return x[1]:reshape(lead, -1)[method](x[1]:reshape(lead, -1), 1):reshape(x[1].shape)
+  end
+end
+op("Softmax", 1, softmax_op("softmax"))
+op("LogSoftmax", 1, softmax_op("log_softmax"))
+
+-- linear algebra and convolution
+op("MatMul", 1, function(_, x) return x[1]:matmul(x[2]) end)
+op("Gemm", 1, function(_, x, at)
+  local a, b = x[1], x[2]
+  if at.transA == 1 then a = a:transpose(0, 1) end
+  if at.transB == 1 then b = b:transpose(0, 1) end
+  local r = a:matmul(b) * (at.alpha or 1.0)
+  if x[3] then r = r + x[3] * (at.beta or 1.0) end
+  return r
+end)
+op("Conv", 1, function(node, x, at)
+  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: Conv auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
+  local inp, w = x[1], x[2]
+  local n = w.ndim - 2
+  local pads = at.pads
+  if pads then -- {b1, b2, ..., e1, e2, ...} -> per-dim pairs, the batch and channel dims unpadded
+    local p = { { 0, 0 }, { 0, 0 } }
+    for i = 1, n do p[#p + 1] = { pads[i], pads[i + n] } end
+    inp = inp:pad(p)
+  end
+  return inp:conv2d(w, x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0)
+end)
+
+-- ConvTranspose: explicit pads cut from the full output (moongrad's conv_transpose2d takes them
+-- as padding), output_padding added at the end
+op("ConvTranspose", 1, function(_, x, at)
+  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: ConvTranspose auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
+  if at.output_shape then error("onnx: ConvTranspose output_shape is not supported yet", 0) end
+  local n = x[2].ndim - 2
+  local y = x[1]:conv_transpose2d(x[2], x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0, at.output_padding or 0)
+  if at.pads then
+    local cut = { { 0, y.shape[1] }, { 0, y.shape[2] } }
+    for i = 1, n do cut[#cut + 1] = { at.pads[i], y.shape[i + 2] - at.pads[i + n] } end
+    y = y:shrink(cut)
+  end
+  return y
+end)
+op("IsInf", 10, function(_, x, at) return x[1]:isinf(at.detect_positive ~= 0, at.detect_negative ~= 0) end)
+op("IsNaN", 9, function(_, x) return x[1]:isnan() end)
+op("EyeLike", 9, function(_, x, at)
+  local n, m = x[1].shape[1], x[1].shape[2]
+  local k = at.k or 0
+  local r = Tensor.arange(n, { dtype = "int64" }):reshape(n, 1) + k
+  local c = Tensor.arange(m, { dtype = "int64" }):reshape(1, m)
+  local dt = at.dtype and dtype_of(at.dtype, "EyeLike") or x[1].dtype
+  return r:eq(c):cast(dt)
+end)
+op("TopK", 10, function(_, x, at)
+  local k = x[2]:reshape(-1):tolist()[1]
+  local axis = axis_of(at.axis or -1, x[1].ndim)
+  local v, i = x[1]:topk(k, axis, at.largest ~= 0)
+  return v, i:cast("int64")
+end)
+op("Compress", 9, function(_, x, at)
+  local cond = x[2]:cast("bool"):tolist()
+  local keep = {}
+  for i, c in ipairs(cond) do if c then keep[#keep + 1] = i - 1 end end
+  local d = at.axis and x[1] or x[1]:reshape(-1)
+  local axis = at.axis and axis_of(at.axis, d.ndim) or 0
+  local n = d.shape[axis + 1]
+  local k = #keep
+  if k == 0 then
+    local shape = {}
+    for i, s in ipairs(d.shape) do shape[i] = i == axis + 1 and 0 or s end
+    return Tensor.zeros(shape, { dtype = d.dtype })
+  end
+  return ops.Gather.fn(nil, { d, Tensor(keep, "int64") }, { axis = axis })
+end)
+
+-- Resize, modes nearest and linear: per resized axis the source position of each output index
+-- is computed here (a list), then the rows are gathered (and for linear, two rows blended)
+local function source_pos(x, scale, n_in, n_out, mode)
+  if mode == "asymmetric" then return x / scale end
+  if mode == "align_corners" then return n_out == 1 and 0 or x * (n_in - 1) / (n_out - 1) end
+  if mode == "pytorch_half_pixel" and n_out == 1 then return 0 end
+  return (x + 0.5) / scale - 0.5 -- half_pixel (the default)
+end
+local function nearest(p, how)
+  if how == "floor" then return math.floor(p) end
+  if how == "ceil" then return math.ceil(p) end
+  local f = math.floor(p)
+  if p - f == 0.5 then return how == "round_prefer_ceil" and f + 1 or f end
+  return math.floor(p + 0.5)
+end
+op("Resize", 10, function(_, x, at, opset)
+  local mode = at.mode or "nearest"
+  if mode ~= "nearest" and mode ~= "linear" then error("onnx: Resize mode " .. mode .. " is not supported yet", 0) end
+  local ct = at.coordinate_transformation_mode or "half_pixel"
+  if ct == "tf_crop_and_resize" or ct == "tf_half_pixel_for_nn" then error("onnx: Resize " .. ct .. " is not supported yet", 0) end
+  local d = x[1]
+  local scales = opset >= 11 and x[3] and x[3]:numel() > 0 and ints(x[3]) or (opset < 11 and ints(x[2])) or nil
+  local sizes = opset >= 11 and x[4] and ints(x[4]) or nil
+  for a = 0, d.ndim - 1 do
+    local n_in = d.shape[a + 1]
+    local n_out = sizes and sizes[a + 1] or math.floor(n_in * scales[a + 1] + 1e-9)
+    local scale = sizes and n_out / n_in or scales[a + 1]
+    if n_out ~= n_in or scale ~= 1 then
+      local i0, i1, w = {}, {}, {}
+      for o = 0, n_out - 1 do
+        local p = source_pos(o, scale, n_in, n_out, ct)
+        if mode == "nearest" then
+          i0[o + 1] = math.max(0, math.min(n_in - 1, nearest(p, at.nearest_mode or "round_prefer_floor")))
+        else
+          p = math.max(0, math.min(n_in - 1, p))
+          local f = math.floor(p)
+          i0[o + 1], i1[o + 1], w[o + 1] = f, math.min(f + 1, n_in - 1), p - f
+        end
+      end
+      local lo = ops.Gather.fn(nil, { d, Tensor(i0, "int64") }, { axis = a })
+      if mode == "linear" then
+        local hi = ops.Gather.fn(nil, { d, Tensor(i1, "int64") }, { axis = a })
+        local shape = {}
+        for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
+        local wt = Tensor(w, "float32"):reshape(shape):cast(d.dtype)
+        lo = lo + (hi - lo) * wt
+      end
+      d = lo
+    end
+  end
+  return d
+end)
+
+-- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool
+local function pool(method, pad_value)
+  return function(node, x, at)
+    if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: " .. node.op .. " auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
+    local k = at.kernel_shape
+    local n = #k
+    local d = x[1]
+    if at.pads then
+      local p = {}
+      for i = 1, d.ndim - n do p[i] = { 0, 0 } end
+      for i = 1, n do p[#p + 1] = { at.pads[i], at.pads[i + n] } end
+      d = d:pad(p, nil, pad_value)
+    end
+    if method == "max" then
+      return d:max_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+    end
+    if at.pads and at.count_include_pad ~= 1 then
+      -- the mean over the real elements only: pool the ones that mark them
+      local ones = x[1]:ones_like()
+      local p = {}
+      for i = 1, x[1].ndim - n do p[i] = { 0, 0 } end
+      for i = 1, n do p[#p + 1] = { at.pads[i], at.pads[i + n] } end
+      local count = ones:pad(p):avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+      return d:avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1) / count
+    end
+    return d:avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+  end
+end
+op("MaxPool", 1, pool("max", -math.huge))
+op("AveragePool", 1, pool("avg", 0))
+op("GlobalAveragePool", 1, function(_, x)
+  local axes = {}
+  for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
+  return x[1]:mean(axes, true)
+end)
+op("GlobalMaxPool", 1, function(_, x)
+  local axes = {}
+  for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
+  return x[1]:max(axes, true)
+end)
+op("BatchNormalization", 1, function(_, x, at)
+  local shape = { 1, x[1].shape[2] }
+  for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
+  local scale, bias, mean, var = x[2]:reshape(shape), x[3]:reshape(shape), x[4]:reshape(shape), x[5]:reshape(shape)
+  return (x[1] - mean) * (var + (at.epsilon or 1e-5)):rsqrt() * scale + bias
+end)
+end
