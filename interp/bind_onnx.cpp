@@ -2,7 +2,8 @@
 // libonnx-dev), turned into Lua tables and Tensors. The only file that includes the ONNX headers.
 // What the nodes compute is Lua's business (stdlib/onnx.lua: one handler per op type).
 //
-//   read_tensor(path)  -> Tensor          a serialized TensorProto (the .pb files of the test data)
+//   read_value(path [, kind]) -> value    a serialized TensorProto (the .pb files of the test data),
+//                                         SequenceProto (a list) or OptionalProto (the value or nil)
 //   load(path)         -> model table     {producer=, ir_version=, opset={[domain]=version},
 //                                          graph={name=, inputs=, outputs=, initializers=, nodes=}}
 // A graph's inputs and outputs are {name=, dtype=, shape={dim or "N", ...}} (a symbolic dim as its
@@ -92,14 +93,45 @@ std::string typed_bytes(const onnx::TensorProto& t, DType d, int64_t n, const st
   }
 }
 
-Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    throw std::invalid_argument(what + ": data in an external file is not supported yet");
+// The bytes of a tensor stored outside the model (data_location EXTERNAL): the file named by
+// `location`, relative to the model's folder, from `offset`, `length` bytes (all of it if absent).
+std::string external_bytes(const onnx::TensorProto& t, const std::string& dir, const std::string& what) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    if (kv.key() == "offset") offset = std::stoll(kv.value());
+    if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (location.empty()) throw std::invalid_argument(what + ": external data without a location");
+  if (location[0] == '/' || location.find("..") != std::string::npos)
+    throw std::invalid_argument(what + ": external data location '" + location +
+                                "' must be a path inside the model's folder");
+  if (dir.empty()) throw std::invalid_argument(what + ": external data, but no model folder to find it in");
+  std::string path = dir + "/" + location;
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw std::invalid_argument(what + ": cannot open external data " + path + " (" + std::strerror(errno) + ")");
+  int64_t size = f.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || length < 0 || offset + length > size)
+    throw std::invalid_argument(what + ": external data " + path + " has " + std::to_string(size) +
+                                " bytes, too few for offset " + std::to_string(offset) + " and length " +
+                                std::to_string(length));
+  std::string bytes(static_cast<size_t>(length), '\0');
+  f.seekg(offset);
+  f.read(bytes.data(), length);
+  return bytes;
+}
+
+// dir: the model's folder, where external data files are found
+Tensor tensor_of(const onnx::TensorProto& t, const std::string& what, const std::string& dir = "") {
   DType d = dtype_of(t.data_type(), what);
   Shape shape(t.dims().begin(), t.dims().end());
   int64_t n = checked_numel(shape); // data sizes are checked against it before allocating
-  if (t.has_raw_data()) {
-    const std::string& raw = t.raw_data();
+  bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
+  if (external || t.has_raw_data()) {
+    std::string ext = external ? external_bytes(t, dir, what) : std::string();
+    const std::string& raw = external ? ext : t.raw_data();
     if (raw.size() != static_cast<size_t>(n) * itemsize(d))
       throw std::invalid_argument(what + ": " + std::to_string(raw.size()) + " bytes of data for shape " +
                                   shape_str(shape) + " of " + name(d));
@@ -109,14 +141,24 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
   return Tensor::from_bytes(bytes.data(), bytes.size(), shape, d);
 }
 
-void push_value_info(lua_State* L, const onnx::ValueInfoProto& v) {
-  lua_createtable(L, 0, 3);
-  lua_pushstring(L, v.name().c_str());
-  lua_setfield(L, -2, "name");
-  if (v.type().has_tensor_type()) {
-    const auto& tt = v.type().tensor_type();
+// A value's type into the table on top: kind ("tensor", "sequence", "optional", "map"), a tensor's
+// dtype and shape, a sequence's or optional's element type as `elem` (a table of the same form).
+void set_type(lua_State* L, const onnx::TypeProto& type, const std::string& what) {
+  luaL_checkstack(L, 6, "onnx type");
+  auto kind = [&](const char* k) {
+    lua_pushstring(L, k);
+    lua_setfield(L, -2, "kind");
+  };
+  auto elem = [&](const onnx::TypeProto& e) {
+    lua_newtable(L);
+    set_type(L, e, what);
+    lua_setfield(L, -2, "elem");
+  };
+  if (type.has_tensor_type()) {
+    kind("tensor");
+    const auto& tt = type.tensor_type();
     int et = tt.elem_type();
-    lua_pushstring(L, et == onnx::TensorProto::UNDEFINED ? "?" : name(dtype_of(et, v.name())));
+    lua_pushstring(L, et == onnx::TensorProto::UNDEFINED ? "?" : name(dtype_of(et, what)));
     lua_setfield(L, -2, "dtype");
     if (tt.has_shape()) {
       lua_createtable(L, tt.shape().dim_size(), 0);
@@ -130,15 +172,27 @@ void push_value_info(lua_State* L, const onnx::ValueInfoProto& v) {
       }
       lua_setfield(L, -2, "shape");
     }
+  } else if (type.has_sequence_type()) {
+    kind("sequence");
+    elem(type.sequence_type().elem_type());
+  } else if (type.has_optional_type()) {
+    kind("optional");
+    elem(type.optional_type().elem_type());
   } else {
-    lua_pushstring(L, v.type().has_sequence_type() ? "sequence" : "other");
-    lua_setfield(L, -2, "kind");
+    kind(type.has_map_type() ? "map" : "other");
   }
 }
 
-void push_graph(lua_State* L, const onnx::GraphProto& g);
+void push_value_info(lua_State* L, const onnx::ValueInfoProto& v) {
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, v.name().c_str());
+  lua_setfield(L, -2, "name");
+  set_type(L, v.type(), v.name());
+}
 
-void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::string& where) {
+void push_graph(lua_State* L, const onnx::GraphProto& g, const std::string& dir);
+
+void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::string& where, const std::string& dir) {
   using AP = onnx::AttributeProto;
   auto list = [&](int n, auto push_one) {
     lua_createtable(L, n, 0);
@@ -158,10 +212,10 @@ void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::stri
     lua_pushlstring(L, a.s().data(), a.s().size());
     return;
   case AP::TENSOR:
-    push_tensor(L, tensor_of(a.t(), where + " attribute " + a.name()));
+    push_tensor(L, tensor_of(a.t(), where + " attribute " + a.name(), dir));
     return;
   case AP::GRAPH:
-    push_graph(L, a.g());
+    push_graph(L, a.g(), dir);
     return;
   case AP::INTS:
     return list(a.ints_size(), [&](int i) { lua_pushinteger(L, a.ints(i)); });
@@ -171,9 +225,13 @@ void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::stri
     return list(a.strings_size(),
                 [&](int i) { lua_pushlstring(L, a.strings(i).data(), a.strings(i).size()); });
   case AP::TENSORS:
-    return list(a.tensors_size(), [&](int i) { push_tensor(L, tensor_of(a.tensors(i), where)); });
+    return list(a.tensors_size(), [&](int i) { push_tensor(L, tensor_of(a.tensors(i), where, dir)); });
   case AP::GRAPHS:
-    return list(a.graphs_size(), [&](int i) { push_graph(L, a.graphs(i)); });
+    return list(a.graphs_size(), [&](int i) { push_graph(L, a.graphs(i), dir); });
+  case AP::TYPE_PROTO:
+    lua_newtable(L);
+    set_type(L, a.tp(), where + " attribute " + a.name());
+    return;
   default:
     throw std::invalid_argument(where + ": attribute " + a.name() + " has type " +
                                 AP::AttributeType_Name(a.type()) + ", which is not supported");
@@ -188,14 +246,14 @@ void push_strings(lua_State* L, const google::protobuf::RepeatedPtrField<std::st
   }
 }
 
-void push_graph(lua_State* L, const onnx::GraphProto& g) {
+void push_graph(lua_State* L, const onnx::GraphProto& g, const std::string& dir) {
   luaL_checkstack(L, 8, "onnx graph");
   lua_createtable(L, 0, 5);
   lua_pushstring(L, g.name().c_str());
   lua_setfield(L, -2, "name");
   lua_createtable(L, 0, g.initializer_size());
   for (const auto& t : g.initializer()) {
-    push_tensor(L, tensor_of(t, "initializer " + t.name()));
+    push_tensor(L, tensor_of(t, "initializer " + t.name(), dir));
     lua_setfield(L, -2, t.name().c_str());
   }
   lua_setfield(L, -2, "initializers");
@@ -229,7 +287,7 @@ void push_graph(lua_State* L, const onnx::GraphProto& g) {
     lua_setfield(L, -2, "outputs");
     lua_createtable(L, 0, n.attribute_size());
     for (const auto& a : n.attribute()) {
-      push_attribute(L, a, where);
+      push_attribute(L, a, where, dir);
       lua_setfield(L, -2, a.name().c_str());
     }
     lua_setfield(L, -2, "attrs");
@@ -246,13 +304,80 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-int onnx_read_tensor(lua_State* L) {
+void push_optional(lua_State* L, const onnx::OptionalProto& o, const std::string& what);
+
+// A SequenceProto as a Lua list of its elements (tensors, sequences or optionals).
+void push_sequence(lua_State* L, const onnx::SequenceProto& q, const std::string& what) {
+  luaL_checkstack(L, 4, "onnx sequence");
+  using SP = onnx::SequenceProto;
+  auto list = [&](const auto& items, auto push_one) {
+    lua_createtable(L, items.size(), 0);
+    int k = 0;
+    for (const auto& item : items) {
+      push_one(item);
+      lua_rawseti(L, -2, ++k);
+    }
+  };
+  switch (q.elem_type()) {
+  case SP::TENSOR:
+    return list(q.tensor_values(), [&](const auto& t) { push_tensor(L, tensor_of(t, what)); });
+  case SP::SEQUENCE:
+    return list(q.sequence_values(), [&](const auto& e) { push_sequence(L, e, what); });
+  case SP::OPTIONAL:
+    return list(q.optional_values(), [&](const auto& e) { push_optional(L, e, what); });
+  case SP::UNDEFINED: // an empty sequence
+    lua_newtable(L);
+    return;
+  default:
+    throw std::invalid_argument(what + ": sequences of maps or sparse tensors are not supported");
+  }
+}
+
+// An OptionalProto as its value, or nothing (nil) when it holds none.
+void push_optional(lua_State* L, const onnx::OptionalProto& o, const std::string& what) {
+  using OP = onnx::OptionalProto;
+  if (o.elem_type() == OP::TENSOR && o.has_tensor_value())
+    push_tensor(L, tensor_of(o.tensor_value(), what));
+  else if (o.elem_type() == OP::SEQUENCE && o.has_sequence_value())
+    push_sequence(L, o.sequence_value(), what);
+  else if (o.elem_type() == OP::OPTIONAL && o.has_optional_value())
+    push_optional(L, o.optional_value(), what);
+  else if (o.elem_type() == OP::MAP || o.elem_type() == OP::SPARSE_TENSOR)
+    throw std::invalid_argument(what + ": optionals of maps or sparse tensors are not supported");
+  else
+    lua_pushnil(L);
+}
+
+// read_value(path, kind): the .pb file as a TensorProto ("tensor"), SequenceProto ("sequence") or
+// OptionalProto ("optional"); the file does not say which, the model's input or output type does.
+int onnx_read_value(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
+  std::string kind = luaL_optstring(L, 2, "tensor");
   std::string bytes = read_file(path);
-  onnx::TensorProto t;
-  if (!t.ParseFromString(bytes)) throw std::invalid_argument(path + ": not a serialized TensorProto");
-  push_tensor(L, tensor_of(t, path));
+  auto parse = [&](auto& proto) {
+    if (!proto.ParseFromString(bytes)) throw std::invalid_argument(path + ": not a serialized " + kind + " proto");
+  };
+  if (kind == "tensor") {
+    onnx::TensorProto t;
+    parse(t);
+    push_tensor(L, tensor_of(t, path));
+  } else if (kind == "sequence") {
+    onnx::SequenceProto q;
+    parse(q);
+    push_sequence(L, q, path);
+  } else if (kind == "optional") {
+    onnx::OptionalProto o;
+    parse(o);
+    push_optional(L, o, path);
+  } else {
+    throw std::invalid_argument("kind '" + kind + "' is not one of tensor, sequence, optional");
+  }
   return 1;
+}
+
+std::string folder_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 int onnx_load(lua_State* L) {
@@ -279,12 +404,12 @@ int onnx_load(lua_State* L) {
     lua_setfield(L, -2, o.domain().empty() ? "ai.onnx" : o.domain().c_str());
   }
   lua_setfield(L, -2, "opset");
-  push_graph(L, m.graph());
+  push_graph(L, m.graph(), folder_of(path));
   lua_setfield(L, -2, "graph");
   return 1;
 }
 
-const Binding kOnnxFns[] = {{"onnx.read_tensor", onnx_read_tensor}, {"onnx.load", onnx_load}};
+const Binding kOnnxFns[] = {{"onnx.read_value", onnx_read_value}, {"onnx.load", onnx_load}};
 
 } // namespace
 

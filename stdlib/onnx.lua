@@ -4,8 +4,32 @@
 --   local m = onnx.load(path)   m.inputs, m.outputs ({name=, shape=, dtype=}), m.opset, m.producer
 --   local outs = m:run{x = t}   (or m{...}): output name -> Tensor, lazy like every result
 --   onnx.read_tensor(path)      a Tensor from a serialized TensorProto
+--   onnx.read_value(path, type) a tensor, sequence or optional, as the type (a value info's) says
+-- Values besides Tensors: a sequence is a Lua list of values with the metatable onnx.Sequence
+-- (onnx.sequence{...} makes one), and an optional that holds nothing is onnx.NONE.
 local C = require "mgonnx"
-local onnx = { read_tensor = C.read_tensor }
+local onnx = {}
+
+onnx.Sequence = { __name = "onnx.Sequence" }
+onnx.NONE = setmetatable({}, { __name = "onnx.NONE", __tostring = function() return "onnx.NONE" end })
+function onnx.sequence(list) return setmetatable(list or {}, onnx.Sequence) end
+function onnx.is_sequence(v) return getmetatable(v) == onnx.Sequence end
+
+-- C's plain lists and nils as the values above, following the type
+local function as_value(v, type)
+  if type == nil or type.kind == "tensor" then return v end
+  if type.kind == "optional" then
+    if v == nil then return onnx.NONE end
+    return as_value(v, type.elem)
+  end
+  if type.kind == "sequence" then
+    for i, e in ipairs(v) do v[i] = as_value(e, type.elem) end
+    return onnx.sequence(v)
+  end
+  error(("onnx: values of kind %s are not supported"):format(tostring(type.kind)), 0)
+end
+function onnx.read_value(path, type) return as_value(C.read_value(path, type and type.kind), type) end
+function onnx.read_tensor(path) return C.read_value(path, "tensor") end
 
 -- TensorProto.DataType -> dtype
 local DTYPES = { [1] = "float32", [2] = "uint8", [3] = "int8", [4] = "uint16", [5] = "int16", [6] = "int32",
@@ -38,7 +62,7 @@ local function op(name, since, fn)
   assert(ops[name] == nil, "onnx: two handlers for " .. name)
   ops[name] = { since = since, fn = fn }
 end
-onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops }
+onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops, onnx = onnx }
 for _, topic in ipairs({ "onnx_ops" }) do require(topic)(op, onnx.util) end
 
 -- ---------------------------------------------------------------- models
@@ -83,7 +107,7 @@ function Model:run(inputs)
     env[i.name] = v
   end
   local ok, err = pcall(onnx.run_graph, self.graph, env, opset_of(self))
-  if not ok then error(err, 2) end
+  if not ok then error(err, 0) end
   local r = {}
   for _, o in ipairs(self.outputs) do r[o.name] = env[o.name] end
   return r

@@ -36,9 +36,22 @@ local function list(dir)
   return r
 end
 
--- nil when the tensors agree, else why not
+-- nil when the values (tensors, sequences, onnx.NONE) agree, else why not
 local function compare(got, want)
   if got == nil then return "no output" end
+  if want == onnx.NONE or got == onnx.NONE then
+    return got ~= want and ("%s, want %s"):format(tostring(got), tostring(want)) or nil
+  end
+  if onnx.is_sequence(want) then
+    if not onnx.is_sequence(got) then return "not a sequence" end
+    if #got ~= #want then return ("a sequence of %d, want %d"):format(#got, #want) end
+    for i = 1, #want do
+      local why = compare(got[i], want[i])
+      if why then return ("element %d: %s"):format(i, why) end
+    end
+    return nil
+  end
+  if onnx.is_sequence(got) then return "a sequence, want a tensor" end
   local gs, ws = table.concat(got.shape, "x"), table.concat(want.shape, "x")
   if gs ~= ws then return ("shape %s, want %s"):format(gs, ws) end
   if got.dtype ~= want.dtype then return ("dtype %s, want %s"):format(got.dtype, want.dtype) end
@@ -66,14 +79,14 @@ local function run_test(dir)
       for _, i in ipairs(m.inputs) do
         local path = ("%s/%s/input_%d.pb"):format(dir, set, k)
         if not exists(path) then break end
-        inputs[i.name] = onnx.read_tensor(path)
+        inputs[i.name] = onnx.read_value(path, i)
         k = k + 1
       end
       local outs = m:run(inputs)
       for j, o in ipairs(m.outputs) do
         local path = ("%s/%s/output_%d.pb"):format(dir, set, j - 1)
         if exists(path) then
-          local why = compare(outs[o.name], onnx.read_tensor(path))
+          local why = compare(outs[o.name], onnx.read_value(path, o))
           if why then error(("%s output %s: %s"):format(set, o.name, why), 0) end
         end
       end
