@@ -8,6 +8,8 @@ PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-
           # ONNX models: ONNX's own reader and checker, and its backend test suite
           libonnx-dev libprotobuf-dev libonnx-testdata
           nlohmann-json3-dev # JSON for safetensors headers (interp/bind_json.cpp)
+          libstb-dev # image files (interp/bind_image.cpp)
+          imagemagick fonts-dejavu-core # Project 8's image of printed text, drawn once here
           dataset-fashion-mnist
           # the CL device (OpenCL on PoCL) and the VULKAN device (lavapipe, glslang, SPIRV-Tools)
           pocl-opencl-icd ocl-icd-opencl-dev opencl-headers

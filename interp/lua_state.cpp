@@ -443,6 +443,8 @@ int open_all(lua_State* L) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); // C modules for stdlib/*.lua
   lua_pushcfunction(L, open_mgio);
   lua_setfield(L, -2, "mgio");
+  lua_pushcfunction(L, open_mgimage);
+  lua_setfield(L, -2, "mgimage");
   lua_pushcfunction(L, open_mgjit);
   lua_setfield(L, -2, "mgjit");
   lua_pushcfunction(L, open_mgargs);

@@ -56,6 +56,7 @@ void set_requires_grad(lua_State* L, int idx, bool on);
 // Tensor:backward, Tensor.gradient, assign, detach (bind_autograd.cpp)
 void open_autograd(lua_State* L);
 int open_mgio(lua_State* L);   // require "mgio" (bind_io.cpp)
+int open_mgimage(lua_State* L); // require "mgimage" (bind_image.cpp)
 int open_mgjit(lua_State* L);  // require "mgjit" (bind_jit.cpp)
 int open_mgargs(lua_State* L); // require "mgargs" (bind_args.cpp): keyword arguments
 int open_mgjson(lua_State* L); // require "mgjson" (bind_json.cpp): JSON through nlohmann-json

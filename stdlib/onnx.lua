@@ -8,6 +8,7 @@
 -- Values besides Tensors: a sequence is a Lua list of values with the metatable onnx.Sequence
 -- (onnx.sequence{...} makes one), and an optional that holds nothing is onnx.NONE.
 local C = require "mgonnx"
+local is_tensor = require("args").is_tensor
 local onnx = {}
 
 onnx.Sequence = { __name = "onnx.Sequence" }
@@ -94,19 +95,62 @@ function onnx.run_graph(g, env, opset)
   return env
 end
 
+-- fn(...) with device as the default device (lazy constants and file data land there)
+local function on_device(device, fn, ...)
+  if device == nil then return fn(...) end
+  local prev = Device.DEFAULT
+  Device.DEFAULT = device
+  local r = table.pack(pcall(fn, ...))
+  Device.DEFAULT = prev
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+local function names_of(list)
+  local r = {}
+  for _, v in ipairs(list) do
+    local shape = {}
+    for i, d in ipairs(v.shape or {}) do shape[i] = tostring(d) end
+    r[#r + 1] = v.kind == "tensor" and ("%s (%s %s)"):format(v.name, v.dtype, table.concat(shape, "x")) or v.name
+  end
+  return table.concat(r, ", ")
+end
+
+-- the given value against the graph input it feeds: kind, dtype and the fixed dims
+local function check_input(i, v, all)
+  local function bad(why) error(("onnx: input '%s' %s (the model takes %s)"):format(i.name, why, names_of(all)), 0) end
+  if i.kind ~= "tensor" then return end
+  if not is_tensor(v) then bad("must be a Tensor, got " .. type(v)) end
+  if i.dtype ~= "?" and v.dtype ~= i.dtype then bad(("has dtype %s, want %s"):format(v.dtype, i.dtype)) end
+  if i.shape then
+    if #v.shape ~= #i.shape then bad(("has %d dims (%s), want %d"):format(#v.shape, table.concat(v.shape, "x"), #i.shape)) end
+    for k, d in ipairs(i.shape) do
+      if math.type(d) == "integer" and v.shape[k] ~= d then
+        bad(("has %d at dim %d (shape %s), want %d"):format(v.shape[k], k - 1, table.concat(v.shape, "x"), d))
+      end
+    end
+  end
+end
+
 -- Runs the model on `inputs` (name -> Tensor); returns output name -> Tensor (lazy).
 function Model:run(inputs)
-  local env = {}
+  if type(inputs) ~= "table" then error("onnx: run takes a table {input name = Tensor}", 2) end
+  local env, known = {}, {}
   for _, i in ipairs(self.inputs) do
+    known[i.name] = true
     local v = inputs[i.name]
-    if v == nil then
-      local want = {}
-      for _, j in ipairs(self.inputs) do want[#want + 1] = j.name end
-      error(("onnx: input '%s' is missing (the model takes %s)"):format(i.name, table.concat(want, ", ")), 2)
-    end
+    if v == nil and i.kind == "optional" then v = onnx.NONE end
+    if v == nil then error(("onnx: input '%s' is missing (the model takes %s)"):format(i.name, names_of(self.inputs)), 2) end
+    check_input(i, v, self.inputs)
+    if self.device and is_tensor(v) and v.device ~= self.device then v = v:to(self.device) end
     env[i.name] = v
   end
-  local ok, err = pcall(onnx.run_graph, self.graph, env, opset_of(self))
+  for name in pairs(inputs) do
+    if not known[name] then
+      error(("onnx: '%s' is not an input of the model (it takes %s)"):format(tostring(name), names_of(self.inputs)), 2)
+    end
+  end
+  local ok, err = pcall(on_device, self.device, onnx.run_graph, self.graph, env, opset_of(self))
   if not ok then error(err, 0) end
   local r = {}
   for _, o in ipairs(self.outputs) do r[o.name] = env[o.name] end
@@ -114,9 +158,21 @@ function Model:run(inputs)
 end
 
 -- The model in `path`: its graph, and inputs (those not given a value by an initializer).
-function onnx.load(path)
+-- opts.device: the device its weights live on and its kernels run on (the default device if absent).
+function onnx.load(path, opts)
   if type(path) ~= "string" then error("onnx.load: give the path of a .onnx file", 2) end
-  local m = C.load(path)
+  opts = opts or {}
+  local device
+  if opts.device ~= nil then
+    for _, d in ipairs(Device.names()) do
+      if type(opts.device) == "string" and d:upper() == opts.device:upper() then device = d end
+    end
+    if not device then
+      error(("onnx.load: unknown device '%s' (known: %s)"):format(tostring(opts.device), table.concat(Device.names(), ", ")), 2)
+    end
+  end
+  local m = on_device(device, C.load, path)
+  m.device = device
   m.inputs = {}
   for _, i in ipairs(m.graph.inputs) do
     if m.graph.initializers[i.name] == nil then m.inputs[#m.inputs + 1] = i end

@@ -138,6 +138,15 @@ def_on("eye", { "n", "m", "dtype", "device", "requires_grad" }, function(n, m, d
   return finish(x, rg)
 end)
 
+-- ---------------------------------------------------------------- files
+
+doc("read_image", "an image file (PNG, JPEG, BMP, GIF, ...) as uint8 (height, width, channels), as numpy reads it; channels 1 to 4 converts (1: gray, 3: RGB)")
+def("read_image", { "path", "channels" }, function(path, channels)
+  if type(path) ~= "string" then error("read_image: path must be a string", 0) end
+  local bytes, h, w, c = require("mgimage").read(path, channels)
+  return T.frombytes(bytes, { h, w, c }, "uint8")
+end)
+
 -- ---------------------------------------------------------------- *_like
 
 local like_params = { "self", "dtype", "device", "requires_grad" }
