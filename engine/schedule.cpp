@@ -167,6 +167,11 @@ struct Scheduler {
   // In-place assigns: the value is computed into a fresh buffer like any other, and copied into
   // the target after every kernel, so all readers of the old contents ran first.
   std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> copies; // target, fresh
+  // Buffers of kernels that read no buffer (a constant, an arange, or only other such buffers):
+  // they have no home of their own yet, and run where their first reader runs. Each maps to the
+  // floating buffers its kernel reads, which move with it.
+  std::unordered_map<const Buffer*, std::vector<Buffer*>> floating;
+  void settle(Buffer* b, const std::string& device);
 
   // Schedules `u` as a kernel (after its dependencies) and returns its buffer view; `why` is
   // one of boundary::*.
@@ -316,15 +321,27 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   // A kernel runs where its inputs live; one with none (a constant, arange) on the default device,
   // or where the tensor it assigns to lives.
   auto target = assign_target(u.get());
+  bool homed = target != nullptr;
   if (target) out->device = target->device;
+  std::vector<Buffer*> floats;
   for (size_t i = 1; i < kb.bufs.size(); i++) {
-    if (i == 1 && !target) out->device = kb.bufs[i]->device;
-    if (kb.bufs[i]->device != out->device)
+    Buffer* b = kb.bufs[i].get();
+    if (floating.count(b)) {
+      floats.push_back(b);
+      continue;
+    }
+    if (!homed) out->device = b->device, homed = true;
+    if (b->device != out->device)
       throw std::invalid_argument(
           std::string(target ? "an assign to a tensor on " : "a kernel reads tensors on ") + out->device +
-          (target ? " reads one on " : " and on ") + kb.bufs[i]->device + ": move one with :to(\"" +
-          out->device + "\") first");
+          (target ? " reads one on " : " and on ") + b->device + ": move one with :to(\"" + out->device +
+          "\") first");
   }
+  if (homed)
+    for (Buffer* b : floats)
+      settle(b, out->device);
+  else
+    floating[out.get()] = std::move(floats);
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
   UOpRef store =
@@ -340,6 +357,17 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   } else if (commit)
     u->set_cached(bv);
   return bv;
+}
+
+// A floating buffer and those its kernel reads go to device, and are floating no more.
+void Scheduler::settle(Buffer* b, const std::string& device) {
+  auto it = floating.find(b);
+  if (it == floating.end()) return;
+  std::vector<Buffer*> reads = std::move(it->second);
+  floating.erase(it);
+  b->device = device;
+  for (Buffer* r : reads)
+    settle(r, device);
 }
 
 // Whether a reduce's value flows (through elementwise and movement ops) into another reduce's

@@ -33,10 +33,19 @@ test("bad files and inputs are clear errors", function()
   H.errors(function() onnx.read_tensor(D .. "node/test_add/model.onnx") end, "element type UNDEFINED")
   local m = onnx.load(D .. "node/test_add/model.onnx")
   H.errors(function() m:run({}) end, "input 'x' is missing")
-  local rnn = onnx.load(D .. "node/test_rnn_seq_length/model.onnx")
-  local ins = {}
-  for _, i in ipairs(rnn.inputs) do ins[i.name] = Tensor.zeros(1) end
-  H.errors(function() rnn:run(ins) end, "op RNN")
+  local x, y = Tensor.zeros(3, 4, 5), Tensor.zeros(3, 4, 5)
+  H.errors(function() m:run({ x = x, y = y, z = x }) end, "'z' is not an input of the model (it takes x (float32 3x4x5), y (float32 3x4x5))")
+  H.errors(function() m:run({ x = x, y = Tensor.zeros(3, 4) }) end, "input 'y' has 2 dims (3x4), want 3")
+  H.errors(function() m:run({ x = x, y = Tensor.zeros(3, 4, 6) }) end, "input 'y' has 6 at dim 2 (shape 3x4x6), want 5")
+  H.errors(function() m:run({ x = x, y = Tensor.zeros(3, 4, 5, "int32") }) end, "input 'y' has dtype int32, want float32")
+  H.errors(function() m:run({ x = x, y = 1 }) end, "input 'y' must be a Tensor")
+  -- an op without a handler: named with its opset, the node and how many nodes use it
+  local add = onnx.ops.Add
+  onnx.ops.Add = nil
+  local ok, err = pcall(m.run, m, { x = x, y = y })
+  onnx.ops.Add = add
+  assert(not ok and err:find("op Add (opset", 1, true) and err:find("1 node(s) use it", 1, true), tostring(err))
+  H.errors(function() onnx.load(D .. "node/test_add/model.onnx", { device = "NOPE" }) end, "unknown device 'NOPE'")
 end)
 
 test(":onnx PATH summarizes a model at the prompt", function()
