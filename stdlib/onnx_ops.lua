@@ -459,30 +459,83 @@ op("Gemm", 1, function(_, x, at)
   if x[3] then r = r + x[3] * (at.beta or 1.0) end
   return r
 end)
+-- Explicit pads {b1, b2, ..., e1, e2, ...} of a conv or pool over `spatial` (the input's sizes):
+-- auto_pad SAME_UPPER / SAME_LOWER pad so that the output is ceil(in / stride), an odd total
+-- with its extra element after (UPPER) or before (LOWER); VALID pads nothing; else at.pads
+local function conv_pads(node, at, spatial, kernel, strides, dilations)
+  local n, mode = #spatial, at.auto_pad or "NOTSET"
+  local p = {}
+  if mode == "NOTSET" then
+    for i = 1, 2 * n do p[i] = at.pads and at.pads[i] or 0 end
+  elseif mode == "VALID" then
+    for i = 1, 2 * n do p[i] = 0 end
+  elseif mode == "SAME_UPPER" or mode == "SAME_LOWER" then
+    for i = 1, n do
+      local s, d = strides and strides[i] or 1, dilations and dilations[i] or 1
+      local out = (spatial[i] + s - 1) // s
+      local total = math.max((out - 1) * s + (kernel[i] - 1) * d + 1 - spatial[i], 0)
+      local small = total // 2
+      p[i], p[i + n] = small, total - small
+      if mode == "SAME_LOWER" then p[i], p[i + n] = total - small, small end
+    end
+  else
+    error(("onnx: %s auto_pad %s is not supported"):format(node.op, mode), 0)
+  end
+  return p
+end
+local function spatial_of(t, n) return { table.unpack(t.shape, t.ndim - n + 1) } end
+
 op("Conv", 1, function(node, x, at)
-  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: Conv auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
   local inp, w = x[1], x[2]
   local n = w.ndim - 2
-  local pads = at.pads
-  if pads then -- {b1, b2, ..., e1, e2, ...} -> per-dim pairs, the batch and channel dims unpadded
-    local p = { { 0, 0 }, { 0, 0 } }
-    for i = 1, n do p[#p + 1] = { pads[i], pads[i + n] } end
-    inp = inp:pad(p)
-  end
+  local pads = conv_pads(node, at, spatial_of(inp, n), spatial_of(w, n), at.strides, at.dilations)
+  local p = { { 0, 0 }, { 0, 0 } } -- the batch and channel dims unpadded
+  for i = 1, n do p[#p + 1] = { pads[i], pads[i + n] } end
+  inp = inp:pad(p)
   return inp:conv2d(w, x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0)
 end)
 
--- ConvTranspose: explicit pads cut from the full output (moongrad's conv_transpose2d takes them
--- as padding), output_padding added at the end
-op("ConvTranspose", 1, function(_, x, at)
-  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: ConvTranspose auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
-  if at.output_shape then error("onnx: ConvTranspose output_shape is not supported yet", 0) end
+-- ConvTranspose: the full transposed convolution, then per spatial dim the range
+-- [pad begin, full + output_padding - pad end) of it, zeros where that runs past the end (the
+-- bias is added after). With output_shape (or auto_pad SAME, whose output is in * stride) the
+-- pads are what gives that shape: their total split evenly, the odd one at the end for
+-- SAME_UPPER, at the start otherwise.
+op("ConvTranspose", 1, function(node, x, at)
   local n = x[2].ndim - 2
-  local y = x[1]:conv_transpose2d(x[2], x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0, at.output_padding or 0)
-  if at.pads then
-    local cut = { { 0, y.shape[1] }, { 0, y.shape[2] } }
-    for i = 1, n do cut[#cut + 1] = { at.pads[i], y.shape[i + 2] - at.pads[i + n] } end
-    y = y:shrink(cut)
+  local y = x[1]:conv_transpose2d(x[2], nil, at.group or 1, at.strides or 1, at.dilations or 1, 0, 0)
+  local mode = at.auto_pad or "NOTSET"
+  local out_pad = at.output_padding or {}
+  local lo, hi = {}, {}
+  for i = 1, n do
+    local full = y.shape[i + 2] + (out_pad[i] or 0)
+    local want = at.output_shape and at.output_shape[#at.output_shape - n + i]
+    if not want and (mode == "SAME_UPPER" or mode == "SAME_LOWER") then
+      want = x[1].shape[i + 2] * (at.strides and at.strides[i] or 1)
+    end
+    if want then
+      local total = full - want
+      local half = total // 2
+      if mode == "SAME_UPPER" then lo[i] = half else lo[i] = total - half end
+    elseif mode == "NOTSET" or mode == "VALID" then
+      lo[i] = mode == "NOTSET" and at.pads and at.pads[i] or 0
+      want = full - lo[i] - (mode == "NOTSET" and at.pads and at.pads[i + n] or 0)
+    else
+      error(("onnx: ConvTranspose auto_pad %s is not supported"):format(mode), 0)
+    end
+    hi[i] = lo[i] + want
+  end
+  -- zeros around y where the range runs outside it, then the range cut out
+  local p, cut = { { 0, 0 }, { 0, 0 } }, { { 0, y.shape[1] }, { 0, y.shape[2] } }
+  for i = 1, n do
+    local before, after = math.max(-lo[i], 0), math.max(hi[i] - y.shape[i + 2], 0)
+    p[i + 2] = { before, after }
+    cut[i + 2] = { lo[i] + before, hi[i] + before }
+  end
+  y = y:pad(p):shrink(cut)
+  if x[3] then
+    local shape = { 1, -1 }
+    for i = 1, n do shape[i + 2] = 1 end
+    y = y + x[3]:reshape(shape)
   end
   return y
 end)
@@ -571,32 +624,51 @@ op("Resize", 10, function(_, x, at, opset)
   return d
 end)
 
--- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool
+-- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool. MaxPool's
+-- second output, Indices, is each max's flat position in the unpadded input (N, C, spatial...),
+-- row-major, or with the spatial dims in column-major order for storage_order 1.
 local function pool(method, pad_value)
   return function(node, x, at)
-    if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: " .. node.op .. " auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
     local k = at.kernel_shape
     local n = #k
     local d = x[1]
-    if at.pads then
-      local p = {}
-      for i = 1, d.ndim - n do p[i] = { 0, 0 } end
-      for i = 1, n do p[#p + 1] = { at.pads[i], at.pads[i + n] } end
-      d = d:pad(p, nil, pad_value)
+    local spatial = spatial_of(d, n)
+    local pads = conv_pads(node, at, spatial, k, at.strides, at.dilations)
+    local p, padded = {}, false
+    for i = 1, d.ndim - n do p[i] = { 0, 0 } end
+    for i = 1, n do
+      p[#p + 1] = { pads[i], pads[i + n] }
+      padded = padded or pads[i] ~= 0 or pads[i + n] ~= 0
     end
+    if padded then d = d:pad(p, nil, pad_value) end
+    local strides, dil, ceil = at.strides or 1, at.dilations or 1, at.ceil_mode == 1
     if method == "max" then
-      return d:max_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+      if #node.outputs < 2 or node.outputs[2] == "" then return d:max_pool2d(k, strides, dil, 0, ceil) end
+      local y, i = d:max_pool2d(k, strides, dil, 0, ceil, true)
+      -- i is row-major in the padded spatial dims: split it into coordinates, unpadded
+      local coords, rest = {}, i:cast("int64")
+      for j = n, 1, -1 do
+        local size = d.shape[d.ndim - n + j]
+        coords[j] = rest % size - pads[j]
+        rest = rest // size
+      end
+      local flat, order = nil, {}
+      for j = 1, n do order[j] = at.storage_order == 1 and n + 1 - j or j end
+      for _, j in ipairs(order) do flat = flat and flat * spatial[j] + coords[j] or coords[j] end
+      local count, lead = 1, {}
+      for _, s in ipairs(spatial) do count = count * s end
+      for a = 1, x[1].ndim - n do lead[a] = x[1].shape[a] end
+      local shape = { table.unpack(lead) }
+      for _ = 1, n do shape[#shape + 1] = 1 end
+      local base = Tensor.arange(#lead > 0 and x[1]:numel() // count or 1, { dtype = "int64" }):reshape(shape) * count
+      return y, flat + base
     end
-    if at.pads and at.count_include_pad ~= 1 then
+    if padded and at.count_include_pad ~= 1 then
       -- the mean over the real elements only: pool the ones that mark them
-      local ones = x[1]:ones_like()
-      local p = {}
-      for i = 1, x[1].ndim - n do p[i] = { 0, 0 } end
-      for i = 1, n do p[#p + 1] = { at.pads[i], at.pads[i + n] } end
-      local count = ones:pad(p):avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
-      return d:avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1) / count
+      local count = x[1]:ones_like():pad(p):avg_pool2d(k, strides, dil, 0, ceil)
+      return d:avg_pool2d(k, strides, dil, 0, ceil) / count
     end
-    return d:avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+    return d:avg_pool2d(k, strides, dil, 0, ceil)
   end
 end
 op("MaxPool", 1, pool("max", -math.huge))
