@@ -571,13 +571,27 @@ op("Compress", 9, function(_, x, at)
   return ops.Gather.fn(nil, { d, Tensor(keep, "int64") }, { axis = axis })
 end)
 
--- Resize, modes nearest and linear: per resized axis the source position of each output index
--- is computed here (a list), then the rows are gathered (and for linear, two rows blended)
-local function source_pos(x, scale, n_in, n_out, mode)
-  if mode == "asymmetric" then return x / scale end
-  if mode == "align_corners" then return n_out == 1 and 0 or x * (n_in - 1) / (n_out - 1) end
-  if mode == "pytorch_half_pixel" and n_out == 1 then return 0 end
-  return (x + 0.5) / scale - 0.5 -- half_pixel (the default)
+-- Resize, modes nearest, linear and cubic, as ONNX's reference: per resized axis, each output
+-- index o has a source position p (the coordinate transformation), computed here in Lua; nearest
+-- takes one row, linear the 2 and cubic the 4 rows around p (a p on a row weighs that row alone),
+-- clamped to the edge, and the gathered rows are blended with their weights.
+-- The source position of output index o; out_w is scale * n_in (not rounded) and lo, hi the
+-- axis's roi (tf_crop_and_resize). The second result is true where p lies outside the input.
+local function source_pos(o, scale, n_in, n_out, out_w, mode, lo, hi)
+  if mode == "asymmetric" then return o / scale end
+  if mode == "align_corners" then return out_w == 1 and 0 or o * (n_in - 1) / (out_w - 1) end
+  if mode == "pytorch_half_pixel" then return n_out > 1 and (o + 0.5) / scale - 0.5 or 0 end
+  if mode == "tf_half_pixel_for_nn" then return (o + 0.5) / scale end
+  if mode == "half_pixel_symmetric" then
+    return n_in / 2 * (1 - n_out / out_w) + (o + 0.5) / scale - 0.5
+  end
+  if mode == "tf_crop_and_resize" then
+    local p = n_out > 1 and lo * (n_in - 1) + o * (hi - lo) * (n_in - 1) / (n_out - 1)
+        or 0.5 * (lo + hi) * (n_in - 1)
+    return p, p < 0 or p > n_in - 1
+  end
+  if mode == "half_pixel" then return (o + 0.5) / scale - 0.5 end
+  error("onnx: Resize coordinate_transformation_mode " .. mode .. " is not supported", 0)
 end
 local function nearest(p, how)
   if how == "floor" then return math.floor(p) end
@@ -586,39 +600,97 @@ local function nearest(p, how)
   if p - f == 0.5 then return how == "round_prefer_ceil" and f + 1 or f end
   return math.floor(p + 0.5)
 end
+-- the first neighbour and the weights of the rows around p: 2 for linear, 4 for cubic (Keys'
+-- kernel with coefficient a); r = 1 at a whole p, so that the row p weighs 1 and the others 0
+local function taps(p, mode, a)
+  local f = math.floor(p)
+  local r = p == f and 1 or p - f
+  if mode == "linear" then return (p == f and f - 1 or f), { 1 - r, r } end
+  local function near(t) return ((a + 2) * t - (a + 3)) * t * t + 1 end -- |t| <= 1
+  local function far(t) return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a end -- 1 < |t| < 2
+  return (p == f and f - 2 or f - 1), { far(r + 1), near(r), near(1 - r), far(2 - r) }
+end
 op("Resize", 10, function(_, x, at, opset)
   local mode = at.mode or "nearest"
-  if mode ~= "nearest" and mode ~= "linear" then error("onnx: Resize mode " .. mode .. " is not supported yet", 0) end
+  if mode ~= "nearest" and mode ~= "linear" and mode ~= "cubic" then error("onnx: Resize mode " .. mode .. " is not supported", 0) end
+  if at.antialias == 1 then error("onnx: Resize antialias 1 is not supported", 0) end
   local ct = at.coordinate_transformation_mode or "half_pixel"
-  if ct == "tf_crop_and_resize" or ct == "tf_half_pixel_for_nn" then error("onnx: Resize " .. ct .. " is not supported yet", 0) end
   local d = x[1]
-  local scales = opset >= 11 and x[3] and x[3]:numel() > 0 and ints(x[3]) or (opset < 11 and ints(x[2])) or nil
-  local sizes = opset >= 11 and x[4] and ints(x[4]) or nil
-  for a = 0, d.ndim - 1 do
+  local roi = opset >= 11 and x[2] and x[2]:numel() > 0 and x[2]:cast("float64"):reshape(-1):tolist() or nil
+  local scales = opset >= 11 and x[3] and x[3]:numel() > 0 and x[3]:cast("float64"):reshape(-1):tolist()
+      or (opset < 11 and x[2]:cast("float64"):reshape(-1):tolist()) or nil
+  local sizes = opset >= 11 and x[4] and x[4]:numel() > 0 and ints(x[4]) or nil
+  local axes = at.axes and axes_list(at.axes, d.ndim)
+  if not axes then
+    axes = {}
+    for a = 0, d.ndim - 1 do axes[a + 1] = a end
+  end
+  -- keep_aspect_ratio_policy: sizes give one scale for all the axes, the smallest or largest
+  local policy, common = at.keep_aspect_ratio_policy or "stretch", nil
+  if sizes and policy ~= "stretch" then
+    for j, a in ipairs(axes) do
+      local s = sizes[j] / d.shape[a + 1]
+      if common == nil or (policy == "not_larger" and s < common) or (policy == "not_smaller" and s > common) then common = s end
+    end
+  end
+  local a_coef, extrapolation = at.cubic_coeff_a or -0.75, at.extrapolation_value or 0
+  for j, a in ipairs(axes) do
     local n_in = d.shape[a + 1]
-    local n_out = sizes and sizes[a + 1] or math.floor(n_in * scales[a + 1] + 1e-9)
-    local scale = sizes and n_out / n_in or scales[a + 1]
-    if n_out ~= n_in or scale ~= 1 then
-      local i0, i1, w = {}, {}, {}
+    local n_out, scale
+    if common then n_out, scale = math.floor(common * n_in + 0.5), common
+    elseif sizes then n_out, scale = sizes[j], sizes[j] / n_in
+    else n_out, scale = math.floor(n_in * scales[j] + 1e-9), scales[j] end
+    local out_w = scale * n_in
+    local lo, hi = 0, 1
+    if roi then lo, hi = roi[j], roi[j + #axes] end
+    if n_out ~= n_in or scale ~= 1 or lo ~= 0 or hi ~= 1 then
+      local pos, outside, any_outside = {}, {}, false
       for o = 0, n_out - 1 do
-        local p = source_pos(o, scale, n_in, n_out, ct)
-        if mode == "nearest" then
-          i0[o + 1] = math.max(0, math.min(n_in - 1, nearest(p, at.nearest_mode or "round_prefer_floor")))
-        else
-          p = math.max(0, math.min(n_in - 1, p))
-          local f = math.floor(p)
-          i0[o + 1], i1[o + 1], w[o + 1] = f, math.min(f + 1, n_in - 1), p - f
+        pos[o + 1], outside[o + 1] = source_pos(o, scale, n_in, n_out, out_w, ct, lo, hi)
+        any_outside = any_outside or outside[o + 1] == true
+      end
+      local shape = {}
+      for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
+      local function gather(src, idx) -- the rows idx (a list) of src along the axis
+        return ops.Gather.fn(nil, { src, Tensor(idx, "int64") }, { axis = a })
+      end
+      local r
+      if mode == "nearest" then
+        local idx = {}
+        for o, p in ipairs(pos) do
+          idx[o] = math.max(0, math.min(n_in - 1, nearest(p, at.nearest_mode or "round_prefer_floor")))
         end
+        r = gather(d, idx)
+      else
+        local idx, w = {}, {} -- idx[k][o], w[k][o]: the k-th row of output o and its weight
+        for o, p in ipairs(pos) do
+          local first, cs = taps(p, mode, a_coef)
+          local sum = 0
+          for k, c in ipairs(cs) do
+            local i = first + k - 1
+            if at.exclude_outside == 1 and (i < 0 or i >= n_in) then c = 0 end
+            idx[k] = idx[k] or {}
+            w[k] = w[k] or {}
+            idx[k][o], w[k][o] = math.max(0, math.min(n_in - 1, i)), c
+            sum = sum + c
+          end
+          if at.exclude_outside == 1 and sum ~= 0 then
+            for k = 1, #cs do w[k][o] = w[k][o] / sum end
+          end
+        end
+        local src = d
+        if not d.dtype:find("float") then src = d:cast("float32") end
+        for k = 1, #idx do
+          local wt = Tensor(w[k], "float32"):reshape(shape):cast(src.dtype)
+          local term = gather(src, idx[k]) * wt
+          r = r and r + term or term
+        end
+        r = r:cast(d.dtype)
       end
-      local lo = ops.Gather.fn(nil, { d, Tensor(i0, "int64") }, { axis = a })
-      if mode == "linear" then
-        local hi = ops.Gather.fn(nil, { d, Tensor(i1, "int64") }, { axis = a })
-        local shape = {}
-        for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
-        local wt = Tensor(w, "float32"):reshape(shape):cast(d.dtype)
-        lo = lo + (hi - lo) * wt
+      if any_outside then
+        r = Tensor(outside, "bool"):reshape(shape):where(extrapolation, r):cast(d.dtype)
       end
-      d = lo
+      d = r
     end
   end
   return d
