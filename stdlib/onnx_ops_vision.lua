@@ -12,4 +12,134 @@ op("Upsample", 7, function(node, x, at, opset)
   return ops.Resize.fn(node, { x[1], scales }, { mode = mode, coordinate_transformation_mode = "asymmetric",
     nearest_mode = "floor" }, 10)
 end)
+
+-- NonMaxSuppression: per batch and class, the boxes by falling score (ties: the lower index
+-- first), each kept unless its IoU with a kept one is above iou_threshold, up to
+-- max_output_boxes_per_class. The result's size depends on the values, so the boxes and scores
+-- are read back and the (small) greedy selection runs here.
+local function iou_over(a, b, center, threshold)
+  local ax0, ay0, ax1, ay1, bx0, by0, bx1, by1
+  if center == 1 then -- (x_center, y_center, width, height)
+    ax0, ax1, ay0, ay1 = a[1] - a[3] / 2, a[1] + a[3] / 2, a[2] - a[4] / 2, a[2] + a[4] / 2
+    bx0, bx1, by0, by1 = b[1] - b[3] / 2, b[1] + b[3] / 2, b[2] - b[4] / 2, b[2] + b[4] / 2
+  else -- (y1, x1, y2, x2), any two opposite corners
+    ay0, ay1, ax0, ax1 = math.min(a[1], a[3]), math.max(a[1], a[3]), math.min(a[2], a[4]), math.max(a[2], a[4])
+    by0, by1, bx0, bx1 = math.min(b[1], b[3]), math.max(b[1], b[3]), math.min(b[2], b[4]), math.max(b[2], b[4])
+  end
+  local iw = math.min(ax1, bx1) - math.max(ax0, bx0)
+  local ih = math.min(ay1, by1) - math.max(ay0, by0)
+  if iw <= 0 or ih <= 0 then return false end
+  local inter = iw * ih
+  local area_a, area_b = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+  local union = area_a + area_b - inter
+  if area_a <= 0 or area_b <= 0 or union <= 0 then return false end
+  return inter / union > threshold
+end
+op("NonMaxSuppression", 10, function(_, x, at)
+  local boxes, scores = x[1]:cast("float64"):tolist(), x[2]:cast("float64"):tolist()
+  local function scalar(t, default)
+    if t == nil or t:numel() == 0 then return default end
+    return t:reshape(-1):tolist()[1]
+  end
+  local limit = math.max(scalar(x[3], 0), 0)
+  local iou, min_score = scalar(x[4], 0), scalar(x[5], nil)
+  local picked = {}
+  for b, per_class in ipairs(scores) do
+    for c, s in ipairs(per_class) do
+      local order = {}
+      for i, v in ipairs(s) do
+        if min_score == nil or v > min_score then order[#order + 1] = i end
+      end
+      table.sort(order, function(i, j) return s[i] > s[j] or (s[i] == s[j] and i < j) end)
+      local kept = {}
+      for _, i in ipairs(order) do
+        if #kept >= limit then break end
+        local ok = true
+        for _, k in ipairs(kept) do
+          if iou_over(boxes[b][i], boxes[b][k], at.center_point_box or 0, iou) then ok = false; break end
+        end
+        if ok then
+          kept[#kept + 1] = i
+          picked[#picked + 1] = { b - 1, c - 1, i - 1 }
+        end
+      end
+    end
+  end
+  if #picked == 0 then return Tensor.zeros({ 0, 3 }, { dtype = "int64" }) end
+  return Tensor(picked, "int64")
+end)
+
+-- MaxUnpool: each value put back at its index (MaxPool's, flat over the whole input), in a
+-- tensor of the size MaxPool's input had, then zeros up to output_shape if given
+op("MaxUnpool", 9, function(_, x, at)
+  local d, idx = x[1], x[2]
+  local n = d.ndim - 2
+  local k, s, pads = at.kernel_shape, at.strides or {}, at.pads or {}
+  local spatial, count = {}, 1
+  for i = 1, n do
+    spatial[i] = (d.shape[i + 2] - 1) * (s[i] or 1) - ((pads[i] or 0) + (pads[i + n] or 0)) + k[i]
+    count = count * spatial[i]
+  end
+  -- the indices within one (batch, channel) plane
+  local y = d:max_unpool2d(idx:cast("int64") % count, k, s, 1, 0, spatial)
+  if x[3] then
+    local want, p = ints(x[3]), {}
+    for i = 1, d.ndim do p[i] = { 0, want[i] - y.shape[i] } end
+    y = y:pad(p)
+  end
+  return y
+end)
+
+-- TfIdfVectorizer: counts of the pool's n-grams in each row (n from min_gram_length to
+-- max_gram_length, items skip apart for skip 0..max_skip_count), weighted by mode. The counting
+-- reads the (integer) tokens back; strings are not supported by moongrad.
+op("TfIdfVectorizer", 9, function(_, x, at)
+  if not at.pool_int64s then error("onnx: TfIdfVectorizer with pool_strings is not supported (no strings)", 0) end
+  local pool, counts, indexes = at.pool_int64s, at.ngram_counts, at.ngram_indexes
+  local min_n, max_n, max_skip = at.min_gram_length, at.max_gram_length, at.max_skip_count or 0
+  local mode = at.mode
+  if mode ~= "TF" and mode ~= "IDF" and mode ~= "TFIDF" then error("onnx: TfIdfVectorizer mode " .. tostring(mode) .. " is not supported", 0) end
+  -- the pool: counts[g] is where its g-grams start; each n-gram's key -> its output column
+  local column, id, width = {}, 0, 0
+  for _, i in ipairs(indexes) do width = math.max(width, i + 1) end
+  for g = 1, #counts do
+    local first, last = counts[g] + 1, (counts[g + 1] or #pool)
+    for at0 = first, last - g + 1, g do
+      id = id + 1
+      if g >= min_n and g <= max_n then
+        column[table.concat(pool, ",", at0, at0 + g - 1)] = indexes[id] + 1
+      end
+    end
+  end
+  local rows = x[1]:cast("int64"):tolist()
+  local flat = x[1].ndim <= 1
+  if x[1].ndim == 0 then rows = { { rows } } elseif flat then rows = { rows } end
+  local out = {}
+  for r, row in ipairs(rows) do
+    local freq = {}
+    for c = 1, width do freq[c] = 0 end
+    for skip = 0, max_skip do
+      for start = 1, #row do
+        -- a unigram is the same whatever the skip: counted once, at skip 0
+        for g = math.max(min_n, skip > 0 and 2 or 1), max_n do
+          local last = start + (g - 1) * (skip + 1)
+          if last > #row then break end
+          local items = {}
+          for p = start, last, skip + 1 do items[#items + 1] = row[p] end
+          local c = column[table.concat(items, ",")]
+          if c then freq[c] = freq[c] + 1 end
+        end
+      end
+    end
+    local w = at.weights
+    for c = 1, width do
+      local f = freq[c]
+      if mode == "IDF" then f = f > 0 and (w and w[c] or 1) or 0
+      elseif mode == "TFIDF" then f = w and w[c] * f or f end
+      freq[c] = f
+    end
+    out[r] = freq
+  end
+  return Tensor(flat and out[1] or out, "float32")
+end)
 end
