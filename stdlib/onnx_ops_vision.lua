@@ -142,4 +142,91 @@ op("TfIdfVectorizer", 9, function(_, x, at)
   end
   return Tensor(flat and out[1] or out, "float32")
 end)
+
+-- GridSample (4-d): output (n, c, i, j) samples input plane (n, c) at grid[n, i, j] = (x, y),
+-- from -1 to 1 across the plane (the corner pixels' centres with align_corners, else their
+-- outer edges). Positions past the plane are clamped (border) or folded back (reflection)
+-- first; then nearest takes the closest pixel, bilinear 2x2 and bicubic 4x4 pixels around the
+-- position, with zeros (or the clamped/folded pixel) where a tap falls outside. Each tap is a
+-- gather from the flattened planes.
+
+-- v folded back into [lo, hi] at its borders, as often as it takes
+local function reflect(v, lo, hi)
+  local range = hi - lo
+  if range <= 0 then return v:zeros_like() + lo end
+  local below, above = v:lt(lo), v:gt(hi)
+  local past = below:where(-v + lo, v - hi) -- the distance beyond the nearer border
+  local k = (past / range):trunc()
+  local r = past - k * range
+  local even = (k - (k / 2):floor() * 2):eq(0)
+  local up, down = r + lo, -r + hi -- r measured from lo, or from hi
+  local folded = below:where(even:where(up, down), even:where(down, up))
+  return below:bitwise_or(above):where(folded, v)
+end
+-- Keys' cubic weights of the 4 pixels around a position t past the first-but-one (0 <= t < 1)
+local function cubic_weights(t, a)
+  local function near(u) return ((u * (a + 2) - (a + 3)) * u * u) + 1 end
+  local function far(u) return ((u * a - 5 * a) * u + 8 * a) * u - 4 * a end
+  return { far(t + 1), near(t), near(-t + 1), far(-t + 2) }
+end
+op("GridSample", 16, function(_, x, at)
+  local d, grid = x[1], x[2]
+  if d.ndim ~= 4 then error(("onnx: GridSample on a %d-d input is not supported (4-d only)"):format(d.ndim), 0) end
+  local mode = ({ bilinear = "linear", linear = "linear", bicubic = "cubic", cubic = "cubic",
+    nearest = "nearest" })[at.mode or "bilinear"]
+  if not mode then error("onnx: GridSample mode " .. tostring(at.mode) .. " is not supported", 0) end
+  local padding = at.padding_mode or "zeros"
+  if padding ~= "zeros" and padding ~= "border" and padding ~= "reflection" then
+    error("onnx: GridSample padding_mode " .. padding .. " is not supported", 0)
+  end
+  local ac = at.align_corners == 1
+  local n, c, h, w = table.unpack(d.shape)
+  local m = grid.shape[2] * grid.shape[3]
+  local ft = d.dtype == "float64" and "float64" or "float32"
+  local g = grid:cast(ft):reshape(n, m, 2)
+  -- per axis: the tap positions (float, whole numbers) and their weights, for a plane of size
+  -- `size` along it; the taps' indices made valid per padding mode, with a 0/1 mask for zeros
+  local function taps(coord, size)
+    local p = ac and (coord + 1) / 2 * (size - 1) or ((coord + 1) * size - 1) / 2
+    local lo, hi = ac and 0 or -0.5, ac and size - 1 or size - 0.5
+    if mode == "nearest" then p = p:round() end
+    -- (as ONNX's reference: border clamps only the positions beyond [lo, hi])
+    if padding == "border" then p = p:lt(lo):bitwise_or(p:gt(hi)):where(p:clamp(0, size - 1), p)
+    elseif padding == "reflection" then p = reflect(p, lo, hi) end
+    local pos, wts
+    if mode == "nearest" then pos, wts = { p }, { nil }
+    else
+      local f = p:floor()
+      local t = p - f
+      if mode == "linear" then pos, wts = { f, f + 1 }, { -t + 1, t }
+      else pos, wts = { f - 1, f, f + 1, f + 2 }, cubic_weights(t, -0.75) end
+    end
+    local r = {}
+    for k, i in ipairs(pos) do
+      local wt = wts[k]
+      if padding == "zeros" then
+        local inside = i:ge(0):bitwise_and(i:lt(size)):cast(ft)
+        wt = wt and wt * inside or inside
+      elseif padding == "reflection" then
+        i = reflect(i, lo, hi):trunc()
+      end
+      r[k] = { i:clamp(0, size - 1):cast("int64"), wt }
+    end
+    return r
+  end
+  local shrink = function(k) return g:shrink({ { 0, n }, { 0, m }, { k, k + 1 } }):reshape(n, m) end
+  local xs, ys = taps(shrink(0), w), taps(shrink(1), h)
+  local planes = d:cast(ft):reshape(n, c, h * w)
+  local out
+  for _, ty in ipairs(ys) do
+    for _, tx in ipairs(xs) do
+      local at_yx = (ty[1] * w + tx[1]):reshape(n, 1, m):expand(n, c, m)
+      local v = planes:gather(2, at_yx)
+      local wt = ty[2] and tx[2] and ty[2] * tx[2] or ty[2] or tx[2]
+      if wt then v = v * wt:reshape(n, 1, m) end
+      out = out and out + v or v
+    end
+  end
+  return out:reshape(n, c, grid.shape[2], grid.shape[3]):cast(d.dtype)
+end)
 end
