@@ -229,4 +229,99 @@ op("GridSample", 16, function(_, x, at)
   end
   return out:reshape(n, c, grid.shape[2], grid.shape[3]):cast(d.dtype)
 end)
+
+-- RoiAlign: each region of interest (x1, y1, x2, y2, times spatial_scale) of its batch's planes
+-- cut into output_height x output_width bins; each bin the average (or max) of a grid of
+-- bilinear samples (sampling_ratio per side, or as many as the bin is pixels wide). The regions
+-- are read back and each bin's sample weights over the plane's pixels built here, as a dense
+-- (regions, bins, pixels) matrix, which one batched matmul applies to all channels.
+op("RoiAlign", 10, function(_, x, at, opset)
+  local d, rois, batch = x[1], x[2]:cast("float64"):tolist(), x[3]
+  local n, c, h, w = table.unpack(d.shape)
+  local ph, pw = at.output_height or 1, at.output_width or 1
+  local ratio, scale = at.sampling_ratio or 0, at.spatial_scale or 1.0
+  local mode = at.mode or "avg"
+  if mode ~= "avg" and mode ~= "max" then error("onnx: RoiAlign mode " .. mode .. " is not supported", 0) end
+  local ct = at.coordinate_transformation_mode or (opset >= 16 and "half_pixel" or "output_half_pixel")
+  if ct ~= "half_pixel" and ct ~= "output_half_pixel" then
+    error("onnx: RoiAlign coordinate_transformation_mode " .. ct .. " is not supported", 0)
+  end
+  local offset = ct == "half_pixel" and 0.5 or 0
+  -- the corners and weights of the bilinear sample at (y, x): none outside the plane's border
+  local function sample(y, xx)
+    if y < -1 or y > h or xx < -1 or xx > w then return {} end
+    y, xx = math.max(y, 0), math.max(xx, 0)
+    local y0, x0 = math.floor(y), math.floor(xx)
+    local y1, x1 = y0 + 1, x0 + 1
+    if y0 >= h - 1 then y0, y1, y = h - 1, h - 1, h - 1 end
+    if x0 >= w - 1 then x0, x1, xx = w - 1, w - 1, w - 1 end
+    local ly, lx = y - y0, xx - x0
+    return { { y0 * w + x0, (1 - ly) * (1 - lx) }, { y0 * w + x1, (1 - ly) * lx },
+      { y1 * w + x0, ly * (1 - lx) }, { y1 * w + x1, ly * lx } }
+  end
+  -- per region: its bins' samples, each a list of (pixel, weight) corners
+  local regions, most = {}, 1
+  for r, roi in ipairs(rois) do
+    local x1, y1 = roi[1] * scale - offset, roi[2] * scale - offset
+    local rw, rh = roi[3] * scale - offset - x1, roi[4] * scale - offset - y1
+    if offset == 0 then rw, rh = math.max(rw, 1), math.max(rh, 1) end -- malformed regions 1x1
+    local bh, bw = rh / ph, rw / pw
+    local gh = ratio > 0 and ratio or math.ceil(rh / ph)
+    local gw = ratio > 0 and ratio or math.ceil(rw / pw)
+    local bins = {}
+    for i = 0, ph - 1 do
+      for j = 0, pw - 1 do
+        local samples = {}
+        for iy = 0, gh - 1 do
+          for ix = 0, gw - 1 do
+            samples[#samples + 1] = sample(y1 + i * bh + (iy + 0.5) * bh / gh, x1 + j * bw + (ix + 0.5) * bw / gw)
+          end
+        end
+        bins[#bins + 1] = samples
+      end
+    end
+    regions[r] = bins
+    most = math.max(most, gh * gw)
+  end
+  local nr, np, hw = #rois, ph * pw, h * w
+  local planes = U.ops.Gather.fn(nil, { d, batch }, { axis = 0 }):reshape(nr, c, hw)
+  local wts = {}
+  if mode == "avg" then
+    -- row (r, bin): the samples' corner weights summed, over the number of samples
+    for r, bins in ipairs(regions) do
+      for b, samples in ipairs(bins) do
+        local base = ((r - 1) * np + (b - 1)) * hw
+        for k = base + 1, base + hw do wts[k] = 0 end
+        for _, corners in ipairs(samples) do
+          for _, cw in ipairs(corners) do
+            wts[base + cw[1] + 1] = wts[base + cw[1] + 1] + cw[2] / math.max(#samples, 1)
+          end
+        end
+      end
+    end
+    local m = Tensor(wts, "float32"):reshape(nr, np, hw):cast(d.dtype)
+    return planes:matmul(m:transpose(1, 2)):reshape(nr, c, ph, pw)
+  end
+  -- max: row (r, bin, sample, corner) holds one corner's weight; a sample's value is the
+  -- largest weighted corner (ONNX's reference), the bin's the largest sample; rows past a
+  -- region's sample count are masked out
+  local slots, valid = most * 4, {}
+  for r, bins in ipairs(regions) do
+    for b, samples in ipairs(bins) do
+      for s = 1, most do
+        for k = 1, 4 do
+          local row = (((r - 1) * np + (b - 1)) * most + (s - 1)) * 4 + (k - 1)
+          for p = row * hw + 1, row * hw + hw do wts[p] = 0 end
+          valid[row + 1] = samples[s] ~= nil
+          local cw = samples[s] and samples[s][k]
+          if cw then wts[row * hw + cw[1] + 1] = cw[2] end
+        end
+      end
+    end
+  end
+  local m = Tensor(wts, "float32"):reshape(nr, np * slots, hw):cast(d.dtype)
+  local v = planes:matmul(m:transpose(1, 2)):reshape(nr, c, np, slots)
+  local ok = Tensor(valid, "bool"):reshape(nr, 1, np, slots)
+  return ok:where(v, -math.huge):max(-1):reshape(nr, c, ph, pw):cast(d.dtype)
+end)
 end
