@@ -121,8 +121,15 @@ end)
 op("Size", 1, function(_, x) return Tensor(x[1]:numel(), "int64") end)
 op("ThresholdedRelu", 10, function(_, x, at) return x[1]:gt(at.alpha or 1.0):where(x[1], 0) end)
 op("CastLike", 15, function(_, x) return x[1]:cast(x[2].dtype) end)
-op("Dropout", 1, function(_, x) -- inference: the identity, and a mask of all true
-  return x[1], Tensor.ones(x[1].shape, { dtype = "bool" })
+-- Dropout: the identity and a mask of all true, unless training_mode (an input from opset 12)
+-- is true: then each element is kept with probability 1 - ratio and scaled by 1 / (1 - ratio),
+-- drawn from moongrad's generator (the seed attribute is not used)
+op("Dropout", 1, function(_, x, at, opset)
+  local training = opset >= 12 and x[3] ~= nil and x[3]:item()
+  local ratio = opset >= 12 and x[2] and x[2]:item() or at.ratio or 0.5
+  if not training or ratio == 0 then return x[1], Tensor.ones(x[1].shape, { dtype = "bool" }) end
+  local keep = x[1]:rand_like():ge(ratio)
+  return keep:where(x[1] / (1 - ratio), 0):cast(x[1].dtype), keep
 end)
 op("Range", 11, function(_, x)
   local start, limit, delta = x[1]:item(), x[2]:item(), x[3]:item()
@@ -755,10 +762,23 @@ op("GlobalMaxPool", 1, function(_, x)
   for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
   return x[1]:max(axes, true)
 end)
-op("BatchNormalization", 1, function(_, x, at)
+-- BatchNormalization: with the running mean and variance; in training mode (training_mode 1
+-- from opset 14, before it whenever the running statistics are asked for) with the batch's own
+-- (the variance biased), and the running ones updated by momentum as the second and third outputs
+op("BatchNormalization", 1, function(node, x, at, opset)
   local shape = { 1, x[1].shape[2] }
   for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
   local scale, bias, mean, var = x[2]:reshape(shape), x[3]:reshape(shape), x[4]:reshape(shape), x[5]:reshape(shape)
-  return (x[1] - mean) * (var + (at.epsilon or 1e-5)):rsqrt() * scale + bias
+  local training = opset >= 14 and at.training_mode == 1 or opset < 14 and #node.outputs > 1 and node.outputs[2] ~= ""
+  if not training then return (x[1] - mean) * (var + (at.epsilon or 1e-5)):rsqrt() * scale + bias end
+  local axes = { 0 }
+  for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
+  local bmean = x[1]:mean(axes, true)
+  local bvar = ((x[1] - bmean) * (x[1] - bmean)):mean(axes, true)
+  local y = (x[1] - bmean) * (bvar + (at.epsilon or 1e-5)):rsqrt() * scale + bias
+  local mom = at.momentum or 0.9
+  local run_mean = x[4] * mom + bmean:reshape(-1) * (1 - mom)
+  local run_var = x[5] * mom + bvar:reshape(-1) * (1 - mom)
+  return y, run_mean:cast(x[4].dtype), run_var:cast(x[5].dtype), bmean:reshape(-1), bvar:reshape(-1)
 end)
 end
