@@ -734,12 +734,12 @@ local function pool(method, pad_value)
       local flat, order = nil, {}
       for j = 1, n do order[j] = at.storage_order == 1 and n + 1 - j or j end
       for _, j in ipairs(order) do flat = flat and flat * spatial[j] + coords[j] or coords[j] end
-      local count, lead = 1, {}
+      -- plus the offset of each (batch, channel) plane
+      local count = 1
       for _, s in ipairs(spatial) do count = count * s end
-      for a = 1, x[1].ndim - n do lead[a] = x[1].shape[a] end
-      local shape = { table.unpack(lead) }
+      local shape = { table.unpack(x[1].shape, 1, x[1].ndim - n) }
       for _ = 1, n do shape[#shape + 1] = 1 end
-      local base = Tensor.arange(#lead > 0 and x[1]:numel() // count or 1, { dtype = "int64" }):reshape(shape) * count
+      local base = Tensor.arange(x[1]:numel() // count, { dtype = "int64" }):reshape(shape) * count
       return y, flat + base
     end
     if padded and at.count_include_pad ~= 1 then
@@ -769,7 +769,8 @@ op("BatchNormalization", 1, function(node, x, at, opset)
   local shape = { 1, x[1].shape[2] }
   for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
   local scale, bias, mean, var = x[2]:reshape(shape), x[3]:reshape(shape), x[4]:reshape(shape), x[5]:reshape(shape)
-  local training = opset >= 14 and at.training_mode == 1 or opset < 14 and #node.outputs > 1 and node.outputs[2] ~= ""
+  local training = opset >= 14 and at.training_mode == 1
+      or opset < 14 and at.is_test ~= 1 and #node.outputs > 1 and node.outputs[2] ~= ""
   if not training then return (x[1] - mean) * (var + (at.epsilon or 1e-5)):rsqrt() * scale + bias end
   local axes = { 0 }
   for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
