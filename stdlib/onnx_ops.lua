@@ -121,8 +121,15 @@ end)
 op("Size", 1, function(_, x) return Tensor(x[1]:numel(), "int64") end)
 op("ThresholdedRelu", 10, function(_, x, at) return x[1]:gt(at.alpha or 1.0):where(x[1], 0) end)
 op("CastLike", 15, function(_, x) return x[1]:cast(x[2].dtype) end)
-op("Dropout", 1, function(_, x) -- inference: the identity, and a mask of all true
-  return x[1], Tensor.ones(x[1].shape, { dtype = "bool" })
+-- Dropout: the identity and a mask of all true, unless training_mode (an input from opset 12)
+-- is true: then each element is kept with probability 1 - ratio and scaled by 1 / (1 - ratio),
+-- drawn from moongrad's generator (the seed attribute is not used)
+op("Dropout", 1, function(_, x, at, opset)
+  local training = opset >= 12 and x[3] ~= nil and x[3]:item()
+  local ratio = opset >= 12 and x[2] and x[2]:item() or at.ratio or 0.5
+  if not training or ratio == 0 then return x[1], Tensor.ones(x[1].shape, { dtype = "bool" }) end
+  local keep = x[1]:rand_like():ge(ratio)
+  return keep:where(x[1] / (1 - ratio), 0):cast(x[1].dtype), keep
 end)
 op("Range", 11, function(_, x)
   local start, limit, delta = x[1]:item(), x[2]:item(), x[3]:item()
@@ -459,30 +466,83 @@ op("Gemm", 1, function(_, x, at)
   if x[3] then r = r + x[3] * (at.beta or 1.0) end
   return r
 end)
+-- Explicit pads {b1, b2, ..., e1, e2, ...} of a conv or pool over `spatial` (the input's sizes):
+-- auto_pad SAME_UPPER / SAME_LOWER pad so that the output is ceil(in / stride), an odd total
+-- with its extra element after (UPPER) or before (LOWER); VALID pads nothing; else at.pads
+local function conv_pads(node, at, spatial, kernel, strides, dilations)
+  local n, mode = #spatial, at.auto_pad or "NOTSET"
+  local p = {}
+  if mode == "NOTSET" then
+    for i = 1, 2 * n do p[i] = at.pads and at.pads[i] or 0 end
+  elseif mode == "VALID" then
+    for i = 1, 2 * n do p[i] = 0 end
+  elseif mode == "SAME_UPPER" or mode == "SAME_LOWER" then
+    for i = 1, n do
+      local s, d = strides and strides[i] or 1, dilations and dilations[i] or 1
+      local out = (spatial[i] + s - 1) // s
+      local total = math.max((out - 1) * s + (kernel[i] - 1) * d + 1 - spatial[i], 0)
+      local small = total // 2
+      p[i], p[i + n] = small, total - small
+      if mode == "SAME_LOWER" then p[i], p[i + n] = total - small, small end
+    end
+  else
+    error(("onnx: %s auto_pad %s is not supported"):format(node.op, mode), 0)
+  end
+  return p
+end
+local function spatial_of(t, n) return { table.unpack(t.shape, t.ndim - n + 1) } end
+
 op("Conv", 1, function(node, x, at)
-  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: Conv auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
   local inp, w = x[1], x[2]
   local n = w.ndim - 2
-  local pads = at.pads
-  if pads then -- {b1, b2, ..., e1, e2, ...} -> per-dim pairs, the batch and channel dims unpadded
-    local p = { { 0, 0 }, { 0, 0 } }
-    for i = 1, n do p[#p + 1] = { pads[i], pads[i + n] } end
-    inp = inp:pad(p)
-  end
+  local pads = conv_pads(node, at, spatial_of(inp, n), spatial_of(w, n), at.strides, at.dilations)
+  local p = { { 0, 0 }, { 0, 0 } } -- the batch and channel dims unpadded
+  for i = 1, n do p[#p + 1] = { pads[i], pads[i + n] } end
+  inp = inp:pad(p)
   return inp:conv2d(w, x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0)
 end)
 
--- ConvTranspose: explicit pads cut from the full output (moongrad's conv_transpose2d takes them
--- as padding), output_padding added at the end
-op("ConvTranspose", 1, function(_, x, at)
-  if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: ConvTranspose auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
-  if at.output_shape then error("onnx: ConvTranspose output_shape is not supported yet", 0) end
+-- ConvTranspose: the full transposed convolution, then per spatial dim the range
+-- [pad begin, full + output_padding - pad end) of it, zeros where that runs past the end (the
+-- bias is added after). With output_shape (or auto_pad SAME, whose output is in * stride) the
+-- pads are what gives that shape: their total split evenly, the odd one at the end for
+-- SAME_UPPER, at the start otherwise.
+op("ConvTranspose", 1, function(node, x, at)
   local n = x[2].ndim - 2
-  local y = x[1]:conv_transpose2d(x[2], x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0, at.output_padding or 0)
-  if at.pads then
-    local cut = { { 0, y.shape[1] }, { 0, y.shape[2] } }
-    for i = 1, n do cut[#cut + 1] = { at.pads[i], y.shape[i + 2] - at.pads[i + n] } end
-    y = y:shrink(cut)
+  local y = x[1]:conv_transpose2d(x[2], nil, at.group or 1, at.strides or 1, at.dilations or 1, 0, 0)
+  local mode = at.auto_pad or "NOTSET"
+  local out_pad = at.output_padding or {}
+  local lo, hi = {}, {}
+  for i = 1, n do
+    local full = y.shape[i + 2] + (out_pad[i] or 0)
+    local want = at.output_shape and at.output_shape[#at.output_shape - n + i]
+    if not want and (mode == "SAME_UPPER" or mode == "SAME_LOWER") then
+      want = x[1].shape[i + 2] * (at.strides and at.strides[i] or 1)
+    end
+    if want then
+      local total = full - want
+      local half = total // 2
+      if mode == "SAME_UPPER" then lo[i] = half else lo[i] = total - half end
+    elseif mode == "NOTSET" or mode == "VALID" then
+      lo[i] = mode == "NOTSET" and at.pads and at.pads[i] or 0
+      want = full - lo[i] - (mode == "NOTSET" and at.pads and at.pads[i + n] or 0)
+    else
+      error(("onnx: ConvTranspose auto_pad %s is not supported"):format(mode), 0)
+    end
+    hi[i] = lo[i] + want
+  end
+  -- zeros around y where the range runs outside it, then the range cut out
+  local p, cut = { { 0, 0 }, { 0, 0 } }, { { 0, y.shape[1] }, { 0, y.shape[2] } }
+  for i = 1, n do
+    local before, after = math.max(-lo[i], 0), math.max(hi[i] - y.shape[i + 2], 0)
+    p[i + 2] = { before, after }
+    cut[i + 2] = { lo[i] + before, hi[i] + before }
+  end
+  y = y:pad(p):shrink(cut)
+  if x[3] then
+    local shape = { 1, -1 }
+    for i = 1, n do shape[i + 2] = 1 end
+    y = y + x[3]:reshape(shape)
   end
   return y
 end)
@@ -518,13 +578,27 @@ op("Compress", 9, function(_, x, at)
   return ops.Gather.fn(nil, { d, Tensor(keep, "int64") }, { axis = axis })
 end)
 
--- Resize, modes nearest and linear: per resized axis the source position of each output index
--- is computed here (a list), then the rows are gathered (and for linear, two rows blended)
-local function source_pos(x, scale, n_in, n_out, mode)
-  if mode == "asymmetric" then return x / scale end
-  if mode == "align_corners" then return n_out == 1 and 0 or x * (n_in - 1) / (n_out - 1) end
-  if mode == "pytorch_half_pixel" and n_out == 1 then return 0 end
-  return (x + 0.5) / scale - 0.5 -- half_pixel (the default)
+-- Resize, modes nearest, linear and cubic, as ONNX's reference: per resized axis, each output
+-- index o has a source position p (the coordinate transformation), computed here in Lua; nearest
+-- takes one row, linear the 2 and cubic the 4 rows around p (a p on a row weighs that row alone),
+-- clamped to the edge, and the gathered rows are blended with their weights.
+-- The source position of output index o; out_w is scale * n_in (not rounded) and lo, hi the
+-- axis's roi (tf_crop_and_resize). The second result is true where p lies outside the input.
+local function source_pos(o, scale, n_in, n_out, out_w, mode, lo, hi)
+  if mode == "asymmetric" then return o / scale end
+  if mode == "align_corners" then return out_w == 1 and 0 or o * (n_in - 1) / (out_w - 1) end
+  if mode == "pytorch_half_pixel" then return n_out > 1 and (o + 0.5) / scale - 0.5 or 0 end
+  if mode == "tf_half_pixel_for_nn" then return (o + 0.5) / scale end
+  if mode == "half_pixel_symmetric" then
+    return n_in / 2 * (1 - n_out / out_w) + (o + 0.5) / scale - 0.5
+  end
+  if mode == "tf_crop_and_resize" then
+    local p = n_out > 1 and lo * (n_in - 1) + o * (hi - lo) * (n_in - 1) / (n_out - 1)
+        or 0.5 * (lo + hi) * (n_in - 1)
+    return p, p < 0 or p > n_in - 1
+  end
+  if mode == "half_pixel" then return (o + 0.5) / scale - 0.5 end
+  error("onnx: Resize coordinate_transformation_mode " .. mode .. " is not supported", 0)
 end
 local function nearest(p, how)
   if how == "floor" then return math.floor(p) end
@@ -533,70 +607,147 @@ local function nearest(p, how)
   if p - f == 0.5 then return how == "round_prefer_ceil" and f + 1 or f end
   return math.floor(p + 0.5)
 end
+-- the first neighbour and the weights of the rows around p: 2 for linear, 4 for cubic (Keys'
+-- kernel with coefficient a); r = 1 at a whole p, so that the row p weighs 1 and the others 0
+local function taps(p, mode, a)
+  local f = math.floor(p)
+  local r = p == f and 1 or p - f
+  if mode == "linear" then return (p == f and f - 1 or f), { 1 - r, r } end
+  local function near(t) return ((a + 2) * t - (a + 3)) * t * t + 1 end -- |t| <= 1
+  local function far(t) return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a end -- 1 < |t| < 2
+  return (p == f and f - 2 or f - 1), { far(r + 1), near(r), near(1 - r), far(2 - r) }
+end
 op("Resize", 10, function(_, x, at, opset)
   local mode = at.mode or "nearest"
-  if mode ~= "nearest" and mode ~= "linear" then error("onnx: Resize mode " .. mode .. " is not supported yet", 0) end
+  if mode ~= "nearest" and mode ~= "linear" and mode ~= "cubic" then error("onnx: Resize mode " .. mode .. " is not supported", 0) end
+  if at.antialias == 1 then error("onnx: Resize antialias 1 is not supported", 0) end
   local ct = at.coordinate_transformation_mode or "half_pixel"
-  if ct == "tf_crop_and_resize" or ct == "tf_half_pixel_for_nn" then error("onnx: Resize " .. ct .. " is not supported yet", 0) end
   local d = x[1]
-  local scales = opset >= 11 and x[3] and x[3]:numel() > 0 and ints(x[3]) or (opset < 11 and ints(x[2])) or nil
-  local sizes = opset >= 11 and x[4] and ints(x[4]) or nil
-  for a = 0, d.ndim - 1 do
+  local roi = opset >= 11 and x[2] and x[2]:numel() > 0 and x[2]:cast("float64"):reshape(-1):tolist() or nil
+  local scales = opset >= 11 and x[3] and x[3]:numel() > 0 and x[3]:cast("float64"):reshape(-1):tolist()
+      or (opset < 11 and x[2]:cast("float64"):reshape(-1):tolist()) or nil
+  local sizes = opset >= 11 and x[4] and x[4]:numel() > 0 and ints(x[4]) or nil
+  local axes = at.axes and axes_list(at.axes, d.ndim)
+  if not axes then
+    axes = {}
+    for a = 0, d.ndim - 1 do axes[a + 1] = a end
+  end
+  -- keep_aspect_ratio_policy: sizes give one scale for all the axes, the smallest or largest
+  local policy, common = at.keep_aspect_ratio_policy or "stretch", nil
+  if sizes and policy ~= "stretch" then
+    for j, a in ipairs(axes) do
+      local s = sizes[j] / d.shape[a + 1]
+      if common == nil or (policy == "not_larger" and s < common) or (policy == "not_smaller" and s > common) then common = s end
+    end
+  end
+  local a_coef, extrapolation = at.cubic_coeff_a or -0.75, at.extrapolation_value or 0
+  for j, a in ipairs(axes) do
     local n_in = d.shape[a + 1]
-    local n_out = sizes and sizes[a + 1] or math.floor(n_in * scales[a + 1] + 1e-9)
-    local scale = sizes and n_out / n_in or scales[a + 1]
-    if n_out ~= n_in or scale ~= 1 then
-      local i0, i1, w = {}, {}, {}
+    local n_out, scale
+    if common then n_out, scale = math.floor(common * n_in + 0.5), common
+    elseif sizes then n_out, scale = sizes[j], sizes[j] / n_in
+    else n_out, scale = math.floor(n_in * scales[j] + 1e-9), scales[j] end
+    local out_w = scale * n_in
+    local lo, hi = 0, 1
+    if roi then lo, hi = roi[j], roi[j + #axes] end
+    if n_out ~= n_in or scale ~= 1 or lo ~= 0 or hi ~= 1 then
+      local pos, outside, any_outside = {}, {}, false
       for o = 0, n_out - 1 do
-        local p = source_pos(o, scale, n_in, n_out, ct)
-        if mode == "nearest" then
-          i0[o + 1] = math.max(0, math.min(n_in - 1, nearest(p, at.nearest_mode or "round_prefer_floor")))
-        else
-          p = math.max(0, math.min(n_in - 1, p))
-          local f = math.floor(p)
-          i0[o + 1], i1[o + 1], w[o + 1] = f, math.min(f + 1, n_in - 1), p - f
+        pos[o + 1], outside[o + 1] = source_pos(o, scale, n_in, n_out, out_w, ct, lo, hi)
+        any_outside = any_outside or outside[o + 1] == true
+      end
+      local shape = {}
+      for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
+      local function gather(src, idx) -- the rows idx (a list) of src along the axis
+        return ops.Gather.fn(nil, { src, Tensor(idx, "int64") }, { axis = a })
+      end
+      local r
+      if mode == "nearest" then
+        local idx = {}
+        for o, p in ipairs(pos) do
+          idx[o] = math.max(0, math.min(n_in - 1, nearest(p, at.nearest_mode or "round_prefer_floor")))
         end
+        r = gather(d, idx)
+      else
+        local idx, w = {}, {} -- idx[k][o], w[k][o]: the k-th row of output o and its weight
+        for o, p in ipairs(pos) do
+          local first, cs = taps(p, mode, a_coef)
+          local sum = 0
+          for k, c in ipairs(cs) do
+            local i = first + k - 1
+            if at.exclude_outside == 1 and (i < 0 or i >= n_in) then c = 0 end
+            idx[k] = idx[k] or {}
+            w[k] = w[k] or {}
+            idx[k][o], w[k][o] = math.max(0, math.min(n_in - 1, i)), c
+            sum = sum + c
+          end
+          if at.exclude_outside == 1 and sum ~= 0 then
+            for k = 1, #cs do w[k][o] = w[k][o] / sum end
+          end
+        end
+        local src = d
+        if not d.dtype:find("float") then src = d:cast("float32") end
+        for k = 1, #idx do
+          local wt = Tensor(w[k], "float32"):reshape(shape):cast(src.dtype)
+          local term = gather(src, idx[k]) * wt
+          r = r and r + term or term
+        end
+        r = r:cast(d.dtype)
       end
-      local lo = ops.Gather.fn(nil, { d, Tensor(i0, "int64") }, { axis = a })
-      if mode == "linear" then
-        local hi = ops.Gather.fn(nil, { d, Tensor(i1, "int64") }, { axis = a })
-        local shape = {}
-        for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
-        local wt = Tensor(w, "float32"):reshape(shape):cast(d.dtype)
-        lo = lo + (hi - lo) * wt
+      if any_outside then
+        r = Tensor(outside, "bool"):reshape(shape):where(extrapolation, r):cast(d.dtype)
       end
-      d = lo
+      d = r
     end
   end
   return d
 end)
 
--- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool
+-- pooling: explicit pads (begin..., end...) around the spatial dims, then the pool. MaxPool's
+-- second output, Indices, is each max's flat position in the unpadded input (N, C, spatial...),
+-- row-major, or with the spatial dims in column-major order for storage_order 1.
 local function pool(method, pad_value)
   return function(node, x, at)
-    if at.auto_pad and at.auto_pad ~= "NOTSET" then error("onnx: " .. node.op .. " auto_pad " .. at.auto_pad .. " is not supported yet", 0) end
     local k = at.kernel_shape
     local n = #k
     local d = x[1]
-    if at.pads then
-      local p = {}
-      for i = 1, d.ndim - n do p[i] = { 0, 0 } end
-      for i = 1, n do p[#p + 1] = { at.pads[i], at.pads[i + n] } end
-      d = d:pad(p, nil, pad_value)
+    local spatial = spatial_of(d, n)
+    local pads = conv_pads(node, at, spatial, k, at.strides, at.dilations)
+    local p, padded = {}, false
+    for i = 1, d.ndim - n do p[i] = { 0, 0 } end
+    for i = 1, n do
+      p[#p + 1] = { pads[i], pads[i + n] }
+      padded = padded or pads[i] ~= 0 or pads[i + n] ~= 0
     end
+    if padded then d = d:pad(p, nil, pad_value) end
+    local strides, dil, ceil = at.strides or 1, at.dilations or 1, at.ceil_mode == 1
     if method == "max" then
-      return d:max_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+      if #node.outputs < 2 or node.outputs[2] == "" then return d:max_pool2d(k, strides, dil, 0, ceil) end
+      local y, i = d:max_pool2d(k, strides, dil, 0, ceil, true)
+      -- i is row-major in the padded spatial dims: split it into coordinates, unpadded
+      local coords, rest = {}, i:cast("int64")
+      for j = n, 1, -1 do
+        local size = d.shape[d.ndim - n + j]
+        coords[j] = rest % size - pads[j]
+        rest = rest // size
+      end
+      local flat, order = nil, {}
+      for j = 1, n do order[j] = at.storage_order == 1 and n + 1 - j or j end
+      for _, j in ipairs(order) do flat = flat and flat * spatial[j] + coords[j] or coords[j] end
+      -- plus the offset of each (batch, channel) plane
+      local count = 1
+      for _, s in ipairs(spatial) do count = count * s end
+      local shape = { table.unpack(x[1].shape, 1, x[1].ndim - n) }
+      for _ = 1, n do shape[#shape + 1] = 1 end
+      local base = Tensor.arange(x[1]:numel() // count, { dtype = "int64" }):reshape(shape) * count
+      return y, flat + base
     end
-    if at.pads and at.count_include_pad ~= 1 then
+    if padded and at.count_include_pad ~= 1 then
       -- the mean over the real elements only: pool the ones that mark them
-      local ones = x[1]:ones_like()
-      local p = {}
-      for i = 1, x[1].ndim - n do p[i] = { 0, 0 } end
-      for i = 1, n do p[#p + 1] = { at.pads[i], at.pads[i + n] } end
-      local count = ones:pad(p):avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
-      return d:avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1) / count
+      local count = x[1]:ones_like():pad(p):avg_pool2d(k, strides, dil, 0, ceil)
+      return d:avg_pool2d(k, strides, dil, 0, ceil) / count
     end
-    return d:avg_pool2d(k, at.strides or 1, at.dilations or 1, 0, at.ceil_mode == 1)
+    return d:avg_pool2d(k, strides, dil, 0, ceil)
   end
 end
 op("MaxPool", 1, pool("max", -math.huge))
@@ -611,10 +762,24 @@ op("GlobalMaxPool", 1, function(_, x)
   for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
   return x[1]:max(axes, true)
 end)
-op("BatchNormalization", 1, function(_, x, at)
+-- BatchNormalization: with the running mean and variance; in training mode (training_mode 1
+-- from opset 14, before it whenever the running statistics are asked for) with the batch's own
+-- (the variance biased), and the running ones updated by momentum as the second and third outputs
+op("BatchNormalization", 1, function(node, x, at, opset)
   local shape = { 1, x[1].shape[2] }
   for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
   local scale, bias, mean, var = x[2]:reshape(shape), x[3]:reshape(shape), x[4]:reshape(shape), x[5]:reshape(shape)
-  return (x[1] - mean) * (var + (at.epsilon or 1e-5)):rsqrt() * scale + bias
+  local training = opset >= 14 and at.training_mode == 1
+      or opset < 14 and at.is_test ~= 1 and #node.outputs > 1 and node.outputs[2] ~= ""
+  if not training then return (x[1] - mean) * (var + (at.epsilon or 1e-5)):rsqrt() * scale + bias end
+  local axes = { 0 }
+  for a = 2, x[1].ndim - 1 do axes[#axes + 1] = a end
+  local bmean = x[1]:mean(axes, true)
+  local bvar = ((x[1] - bmean) * (x[1] - bmean)):mean(axes, true)
+  local y = (x[1] - bmean) * (bvar + (at.epsilon or 1e-5)):rsqrt() * scale + bias
+  local mom = at.momentum or 0.9
+  local run_mean = x[4] * mom + bmean:reshape(-1) * (1 - mom)
+  local run_var = x[5] * mom + bvar:reshape(-1) * (1 - mom)
+  return y, run_mean:cast(x[4].dtype), run_var:cast(x[5].dtype), bmean:reshape(-1), bvar:reshape(-1)
 end)
 end
