@@ -63,7 +63,7 @@ local function op(name, since, fn)
   ops[name] = { since = since, fn = fn }
 end
 onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops, onnx = onnx }
-for _, topic in ipairs({ "onnx_ops" }) do require(topic)(op, onnx.util) end
+for _, topic in ipairs({ "onnx_ops", "onnx_ops_rnn", "onnx_ops_control" }) do require(topic)(op, onnx.util) end
 
 -- ---------------------------------------------------------------- models
 
