@@ -99,6 +99,7 @@ function Model:run(inputs)
   local env = {}
   for _, i in ipairs(self.inputs) do
     local v = inputs[i.name]
+    if v == nil and i.kind == "optional" then v = onnx.NONE end -- an optional not given holds nothing
     if v == nil then
       local want = {}
       for _, j in ipairs(self.inputs) do want[#want + 1] = j.name end
