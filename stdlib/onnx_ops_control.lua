@@ -246,4 +246,25 @@ op("OptionalGetElement", 15, function(_, x)
   if x[1] == nil or x[1] == onnx.NONE then error("onnx: OptionalGetElement: the optional holds nothing", 0) end
   return x[1]
 end)
+
+-- ---------------------------------------------------------------- training
+
+-- Gradient (domain ai.onnx.preview.training): d y / d x for each tensor named in xs, by
+-- moongrad's autograd over the graph that made y (a non-scalar y is summed: a seed of ones).
+-- The inputs say at which values; only the values y was computed from are supported (feeding
+-- others would mean rerunning the graph between them and y).
+op("ai.onnx.preview.training:Gradient", 1, function(node, x, at, _, env)
+  local y = env[at.y]
+  if y == nil then error(("onnx: Gradient: y '%s' is not a value of the graph"):format(tostring(at.y)), 0) end
+  local targets = {}
+  for i, name in ipairs(at.xs) do
+    if x[i] ~= env[name] then
+      error(("onnx: Gradient: input %d is not the value named '%s' in xs; gradients at other values are not supported"):format(
+        i, name), 0)
+    end
+    targets[i] = x[i]
+  end
+  if y:numel() ~= 1 then y = y:sum() end
+  return table.unpack(Tensor.gradient(y, targets), 1, #targets)
+end)
 end
