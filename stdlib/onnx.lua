@@ -64,7 +64,9 @@ local function op(name, since, fn)
   ops[name] = { since = since, fn = fn }
 end
 onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops, onnx = onnx }
-for _, topic in ipairs({ "onnx_ops", "onnx_ops_vision", "onnx_ops_index" }) do require(topic)(op, onnx.util) end
+for _, topic in ipairs({ "onnx_ops", "onnx_ops_vision", "onnx_ops_index", "onnx_ops_rnn", "onnx_ops_control" }) do
+  require(topic)(op, onnx.util)
+end
 
 -- ---------------------------------------------------------------- models
 
@@ -139,7 +141,7 @@ function Model:run(inputs)
   for _, i in ipairs(self.inputs) do
     known[i.name] = true
     local v = inputs[i.name]
-    if v == nil and i.kind == "optional" then v = onnx.NONE end
+    if v == nil and i.kind == "optional" then v = onnx.NONE end -- an optional not given holds nothing
     if v == nil then error(("onnx: input '%s' is missing (the model takes %s)"):format(i.name, names_of(self.inputs)), 2) end
     check_input(i, v, self.inputs)
     if self.device and is_tensor(v) and v.device ~= self.device then v = v:to(self.device) end
