@@ -39,7 +39,7 @@ local function op(name, since, fn)
   ops[name] = { since = since, fn = fn }
 end
 onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops }
-for _, topic in ipairs({ "onnx_ops", "onnx_ops_math", "onnx_ops_quant" }) do require(topic)(op, onnx.util) end
+for _, topic in ipairs({ "onnx_ops", "onnx_ops_math", "onnx_ops_quant", "onnx_ops_train" }) do require(topic)(op, onnx.util) end
 
 -- ---------------------------------------------------------------- models
 
@@ -49,22 +49,28 @@ Model.__call = function(self, inputs) return self:run(inputs) end
 
 local function opset_of(m) return m.opset["ai.onnx"] or m.opset[""] or 1 end
 
+-- The domains run here besides the default one, each at the model's opset for it (opsets:
+-- domain -> version; 1 when not given, as for a subgraph run without them)
+local OTHER_DOMAINS = { ["ai.onnx.preview.training"] = true } -- Momentum, Adam, Adagrad
+
 -- Runs graph g's nodes on env (value name -> Tensor); a subgraph's env sees its outer scope's
 -- names through __index. Each handler gets (node, inputs, attrs, opset, env); control-flow ops
 -- (If, Loop, Scan) run their body graphs with onnx.run_graph.
-function onnx.run_graph(g, env, opset)
+function onnx.run_graph(g, env, opset, opsets)
   for name, t in pairs(g.initializers) do env[name] = t end
   for k, node in ipairs(g.nodes) do
     local h = ops[node.op]
-    if node.domain ~= "" and node.domain ~= "ai.onnx" or h == nil or opset < h.since then
+    local v = opset
+    if node.domain ~= "" and node.domain ~= "ai.onnx" then v = OTHER_DOMAINS[node.domain] and (opsets and opsets[node.domain] or 1) end
+    if v == nil or h == nil or v < h.since then
       local count = 0
       for _, n in ipairs(g.nodes) do if n.op == node.op then count = count + 1 end end
-      error(("onnx: op %s (opset %d, node %d '%s') is not supported: %d node(s) use it"):format(
-        node.op, opset, k, node.name, count), 0)
+      error(("onnx: op %s (%sopset %d, node %d '%s') is not supported: %d node(s) use it"):format(
+        node.op, node.domain ~= "" and node.domain .. " " or "", v or 0, k, node.name, count), 0)
     end
     local xs = {}
     for i, name in ipairs(node.inputs) do if name ~= "" then xs[i] = env[name] end end
-    local outs = table.pack(h.fn(node, xs, node.attrs, opset, env))
+    local outs = table.pack(h.fn(node, xs, node.attrs, v, env))
     for i, name in ipairs(node.outputs) do if name ~= "" then env[name] = outs[i] end end
   end
   return env
@@ -82,7 +88,7 @@ function Model:run(inputs)
     end
     env[i.name] = v
   end
-  local ok, err = pcall(onnx.run_graph, self.graph, env, opset_of(self))
+  local ok, err = pcall(onnx.run_graph, self.graph, env, opset_of(self), self.opset)
   if not ok then error(err, 2) end
   local r = {}
   for _, o in ipairs(self.outputs) do r[o.name] = env[o.name] end
