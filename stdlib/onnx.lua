@@ -39,7 +39,7 @@ local function op(name, since, fn)
   ops[name] = { since = since, fn = fn }
 end
 onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops }
-for _, topic in ipairs({ "onnx_ops", "onnx_ops_math", "onnx_ops_quant", "onnx_ops_train" }) do require(topic)(op, onnx.util) end
+for _, topic in ipairs({ "onnx_ops", "onnx_ops_math", "onnx_ops_quant", "onnx_ops_train", "onnx_ops_signal" }) do require(topic)(op, onnx.util) end
 
 -- ---------------------------------------------------------------- models
 
