@@ -61,7 +61,9 @@ function onnx.run_graph(g, env, opset, opsets)
   for k, node in ipairs(g.nodes) do
     local h = ops[node.op]
     local v = opset
-    if node.domain ~= "" and node.domain ~= "ai.onnx" then v = OTHER_DOMAINS[node.domain] and (opsets and opsets[node.domain] or 1) end
+    if node.domain ~= "" and node.domain ~= "ai.onnx" then
+      v = OTHER_DOMAINS[node.domain] and (opsets and opsets[node.domain] or 1)
+    end
     if v == nil or h == nil or v < h.since then
       local count = 0
       for _, n in ipairs(g.nodes) do if n.op == node.op then count = count + 1 end end

@@ -26,7 +26,9 @@ local function saturate(what, v, zp, dtype)
 end
 
 op("QuantizeLinear", 10, function(_, x, at)
-  if (at.block_size or 0) ~= 0 then error("onnx: QuantizeLinear block_size " .. at.block_size .. " is not supported", 0) end
+  if (at.block_size or 0) ~= 0 then
+    error("onnx: QuantizeLinear block_size " .. at.block_size .. " is not supported (per tensor or per axis only)", 0)
+  end
   local nd = x[1].ndim
   local axis = axis_of(at.axis or 1, nd)
   local dtype = x[3] and x[3].dtype or (at.output_dtype and dtype_of(at.output_dtype, "QuantizeLinear")) or "uint8"
@@ -36,7 +38,9 @@ op("QuantizeLinear", 10, function(_, x, at)
 end)
 
 op("DequantizeLinear", 10, function(_, x, at)
-  if (at.block_size or 0) ~= 0 then error("onnx: DequantizeLinear block_size " .. at.block_size .. " is not supported", 0) end
+  if (at.block_size or 0) ~= 0 then
+    error("onnx: DequantizeLinear block_size " .. at.block_size .. " is not supported (per tensor or per axis only)", 0)
+  end
   local nd = x[1].ndim
   local axis = axis_of(at.axis or 1, nd)
   local scale = along(x[2], axis, nd)

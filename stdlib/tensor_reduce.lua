@@ -362,7 +362,8 @@ def("einsum", { "formula", "...", "dtype" }, function(formula, ops, dtype)
       if seen[c] then
         local p = seen[c]
         if x.shape[p] ~= x.shape[i] then
-          error(("einsum: letter '%s' repeats in operand %d with sizes %d and %d"):format(c, k, x.shape[p], x.shape[i]), 0)
+          error(("einsum: letter '%s' repeats in operand %d with sizes %d and %d"):format(c, k, x.shape[p],
+            x.shape[i]), 0)
         end
         x = diagonal_last(x, p - 1, i - 1)
         term = term:sub(1, p - 1) .. term:sub(p + 1, i - 1) .. term:sub(i + 1) .. c
