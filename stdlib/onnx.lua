@@ -64,7 +64,8 @@ local function op(name, since, fn)
   ops[name] = { since = since, fn = fn }
 end
 onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops, onnx = onnx }
-for _, topic in ipairs({ "onnx_ops", "onnx_ops_vision", "onnx_ops_index", "onnx_ops_rnn", "onnx_ops_control" }) do
+for _, topic in ipairs({ "onnx_ops", "onnx_ops_math", "onnx_ops_quant", "onnx_ops_train", "onnx_ops_signal",
+  "onnx_ops_vision", "onnx_ops_index", "onnx_ops_rnn", "onnx_ops_control" }) do
   require(topic)(op, onnx.util)
 end
 
@@ -78,20 +79,24 @@ local function opset_of(m) return m.opset["ai.onnx"] or m.opset[""] or 1 end
 
 -- Runs graph g's nodes on env (value name -> Tensor); a subgraph's env sees its outer scope's
 -- names through __index. Each handler gets (node, inputs, attrs, opset, env); control-flow ops
--- (If, Loop, Scan) run their body graphs with onnx.run_graph.
-function onnx.run_graph(g, env, opset)
+-- (If, Loop, Scan) run their body graphs with onnx.run_graph. An op of another domain than the
+-- default one is keyed "domain:Op" in onnx.ops and runs at the model's opset for that domain
+-- (opsets: domain -> version; 1 when not given, as for a subgraph run without them).
+function onnx.run_graph(g, env, opset, opsets)
   for name, t in pairs(g.initializers) do env[name] = t end
   for k, node in ipairs(g.nodes) do
-    local h = ops[node.op]
-    if node.domain ~= "" and node.domain ~= "ai.onnx" or h == nil or opset < h.since then
+    local default = node.domain == "" or node.domain == "ai.onnx"
+    local key = default and node.op or node.domain .. ":" .. node.op
+    local h, v = ops[key], default and opset or (opsets and opsets[node.domain] or 1)
+    if h == nil or v < h.since then
       local count = 0
       for _, n in ipairs(g.nodes) do if n.op == node.op then count = count + 1 end end
-      error(("onnx: op %s (opset %d, node %d '%s') is not supported: %d node(s) use it"):format(
-        node.op, opset, k, node.name, count), 0)
+      error(("onnx: op %s (%sopset %d, node %d '%s') is not supported: %d node(s) use it"):format(
+        node.op, default and "" or node.domain .. " ", v, k, node.name, count), 0)
     end
     local xs = {}
     for i, name in ipairs(node.inputs) do if name ~= "" then xs[i] = env[name] end end
-    local outs = table.pack(h.fn(node, xs, node.attrs, opset, env))
+    local outs = table.pack(h.fn(node, xs, node.attrs, v, env))
     for i, name in ipairs(node.outputs) do if name ~= "" then env[name] = outs[i] end end
   end
   return env
@@ -152,7 +157,7 @@ function Model:run(inputs)
       error(("onnx: '%s' is not an input of the model (it takes %s)"):format(tostring(name), names_of(self.inputs)), 2)
     end
   end
-  local ok, err = pcall(on_device, self.device, onnx.run_graph, self.graph, env, opset_of(self))
+  local ok, err = pcall(on_device, self.device, onnx.run_graph, self.graph, env, opset_of(self), self.opset)
   if not ok then error(err, 0) end
   local r = {}
   for _, o in ipairs(self.outputs) do r[o.name] = env[o.name] end

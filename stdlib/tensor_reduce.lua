@@ -288,12 +288,37 @@ end)
 
 -- ---------------------------------------------------------------- einsum
 
+-- x's diagonal over dims p and q (0-based, the same size n), as its last dim: the two dims moved
+-- last and flattened, then every (n+1)th element (a view: pad, reshape, shrink)
+local function diagonal_last(x, p, q)
+  local n = x.shape[p + 1]
+  local perm, lead = {}, {}
+  for i = 0, x.ndim - 1 do
+    if i ~= p and i ~= q then perm[#perm + 1] = i; lead[#lead + 1] = x.shape[i + 1] end
+  end
+  perm[#perm + 1], perm[#perm + 2] = p, q
+  local function shape(...)
+    local s = { table.unpack(lead) }
+    for _, v in ipairs({ ... }) do s[#s + 1] = v end
+    return s
+  end
+  local pads = {}
+  for i = 1, #lead do pads[i] = { 0, 0 } end
+  pads[#lead + 1] = { 0, n }
+  local cut = {}
+  for i, v in ipairs(lead) do cut[i] = { 0, v } end
+  cut[#lead + 1], cut[#lead + 2] = { 0, n }, { 0, 1 }
+  return x:permute(perm):reshape(shape(n * n)):pad(pads):reshape(shape(n, n + 1)):shrink(cut):reshape(shape(n))
+end
+
 -- Tensor.einsum("ij,jk->ik", a, b): every operand viewed over all the letters (broadcast),
--- multiplied, and summed over the letters the output lacks.
+-- multiplied, and summed over the letters the output lacks. A letter repeated in one operand
+-- ("ii->i") takes the diagonal of its dims first.
 doc("einsum", "Einstein summation: Tensor.einsum('ij,jk->ik', a, b)")
 def("einsum", { "formula", "...", "dtype" }, function(formula, ops, dtype)
   if type(formula) ~= "string" then error("einsum: the formula must be a string like 'ij,jk->ik'", 0) end
   if ops.n == 1 and type(ops[1]) == "table" and show.typeof(ops[1]) ~= "Tensor" then ops = ops[1] end
+  ops = { table.unpack(ops, 1, ops.n or #ops) } -- a copy: diagonals replace operands
   local f = formula:gsub("%s", "")
   local lhs, rhs = f:match("^(.-)%->(.*)$")
   lhs = lhs or f
@@ -331,11 +356,28 @@ def("einsum", { "formula", "...", "dtype" }, function(formula, ops, dtype)
       error(("einsum: '%s' names %d dims, operand %d has %d"):format(term, #term, k, x.ndim), 0)
     end
     local seen = {}
+    local i = 1
+    while i <= #term do -- a repeated letter: the diagonal of its two dims, moved last
+      local c = term:sub(i, i)
+      if seen[c] then
+        local p = seen[c]
+        if x.shape[p] ~= x.shape[i] then
+          error(("einsum: letter '%s' repeats in operand %d with sizes %d and %d"):format(c, k, x.shape[p],
+            x.shape[i]), 0)
+        end
+        x = diagonal_last(x, p - 1, i - 1)
+        term = term:sub(1, p - 1) .. term:sub(p + 1, i - 1) .. term:sub(i + 1) .. c
+        ops[k], terms[k] = x, term
+        uses[c] = (uses[c] or 0) + 1 -- counted as written, for the implicit output
+        seen, i = {}, 1
+      else
+        seen[c] = i
+        i = i + 1
+      end
+    end
     for i = 1, #term do
       local c = term:sub(i, i)
       if not c:match("%a") and c:byte() > 31 then error(("einsum: '%s' is not a letter"):format(c), 0) end
-      if seen[c] then error(("einsum: letter '%s' repeats in one operand (diagonals are not supported)"):format(c), 0) end
-      seen[c] = true
       local s = x.shape[i]
       if size[c] and size[c] ~= s and s ~= 1 and size[c] ~= 1 then
         error(("einsum: letter '%s' has sizes %d and %d"):format(c, size[c], s), 0)
