@@ -199,7 +199,17 @@ op("Pad", 1, function(_, x, at, opset)
   local mode = at.mode or "constant"
   return x[1]:pad(p, mode == "edge" and "replicate" or mode, value)
 end)
-op("PRelu", 1, function(_, x) return x[1]:lt(0):where(x[1] * x[2], x[1]) end)
+-- PRelu: before opset 7 a 1-d slope of the channel count is per channel (axis 1), not broadcast
+-- from the right
+op("PRelu", 1, function(_, x, _, opset)
+  local slope = x[2]
+  if opset < 7 and slope.ndim == 1 and x[1].ndim > 2 and slope.shape[1] == x[1].shape[2] then
+    local shape = { slope.shape[1] }
+    for _ = 3, x[1].ndim do shape[#shape + 1] = 1 end
+    slope = slope:reshape(shape)
+  end
+  return x[1]:lt(0):where(x[1] * slope, x[1])
+end)
 op("Tile", 1, function(_, x)
   local reps = ints(x[2])
   local d = x[1]
