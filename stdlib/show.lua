@@ -296,27 +296,30 @@ function show.onnx(path)
   end
   io_lines("inputs:", m.inputs)
   io_lines("outputs:", m.outputs)
-  local count, names = {}, {}
+  local count, names, key = {}, {}, {}
   for _, n in ipairs(m.graph.nodes) do
     if not count[n.op] then names[#names + 1] = n.op end
     count[n.op] = (count[n.op] or 0) + 1
+    key[n.op] = (n.domain == "" or n.domain == "ai.onnx") and n.op or n.domain .. ":" .. n.op
   end
   table.sort(names, function(a, b) return count[a] > count[b] or (count[a] == count[b] and a < b) end)
   local parts = {}
   for _, n in ipairs(names) do
-    parts[#parts + 1] = ("%s %d%s"):format(n, count[n], onnx.ops[n] and "" or " (not supported)")
+    parts[#parts + 1] = ("%s %d%s"):format(n, count[n], onnx.ops[key[n]] and "" or " (not supported)")
   end
   print(("%d nodes: %s"):format(#m.graph.nodes, table.concat(parts, ", ")))
+  -- weights are initializers, or (as exporters such as paddle2onnx write them) Constant nodes
+  local weights = {}
+  for _, t in pairs(m.graph.initializers) do weights[#weights + 1] = t end
+  for _, n in ipairs(m.graph.nodes) do
+    if n.op == "Constant" and n.attrs.value and n.attrs.value:numel() > 1 then weights[#weights + 1] = n.attrs.value end
+  end
   local params, bytes = 0, 0
-  for _, t in pairs(m.graph.initializers) do
+  for _, t in ipairs(weights) do
     params = params + t:numel()
     bytes = bytes + t:numel() * (tonumber(t.dtype:match("%d+$")) or 8) // 8 -- bool: one byte
   end
-  print(("parameters: %d in %d tensors, %.1f KiB"):format(params, (function()
-    local k = 0
-    for _ in pairs(m.graph.initializers) do k = k + 1 end
-    return k
-  end)(), bytes / 1024))
+  print(("parameters: %d in %d tensors, %.1f KiB"):format(params, #weights, bytes / 1024))
   return m
 end
 
