@@ -259,6 +259,43 @@ struct KernelBuilder {
     return r;
   }
 
+  // How many times the kernel reads each element of a value reached through `p`: the growth of
+  // its EXPANDs (a matmul's input is read once per output column, a conv's once per output channel).
+  static int64_t broadcast_factor(const Path& p) {
+    int64_t f = 1;
+    for (const UOp* x : p)
+      if (x->op == Ops::EXPAND && x->src[0]->numel() > 0) f *= x->numel() / x->src[0]->numel();
+    return f;
+  }
+
+  // The work of computing one element of u inside this kernel: its elementwise ops down to the
+  // buffers, constants and other kernels' results, a transcendental or a division counting as
+  // several; capped, as only "more than a few" matters.
+  int64_t elementwise_cost(const UOp* root_op) const {
+    std::unordered_set<const UOp*> seen;
+    std::vector<const UOp*> todo{root_op};
+    int64_t cost = 0;
+    while (!todo.empty() && cost < kRecomputeCost) {
+      const UOp* u = todo.back();
+      todo.pop_back();
+      if (!seen.insert(u).second || s.done.count(u) || u->cached()) continue;
+      if (is_movement(u->op) || u->op == Ops::DETACH) {
+        todo.push_back(u->src[0].get());
+        continue;
+      }
+      if (!is_elementwise(u->op)) continue;
+      bool costly = u->op == Ops::EXP2 || u->op == Ops::LOG2 || u->op == Ops::SIN || u->op == Ops::SQRT ||
+                    u->op == Ops::RECIP || u->op == Ops::FDIV || u->op == Ops::IDIV || u->op == Ops::POW;
+      cost += costly ? 4 : 1;
+      for (auto& x : u->src)
+        todo.push_back(x.get());
+    }
+    return cost;
+  }
+  // Recomputing costs more than a store and a load once an element is read this many times and
+  // takes this much work (a few adds and multiplies, or one transcendental).
+  static constexpr int64_t kRecomputeFactor = 8, kRecomputeCost = 6;
+
   bool path_has_pad(const Path& p) const {
     return std::any_of(p.begin(), p.end(), [](const UOp* x) { return x->op == Ops::PAD; });
   }
@@ -302,6 +339,8 @@ struct KernelBuilder {
     if (is_elementwise(u->op)) {
       if (unsafe_under_pad(u->op) && path_has_pad(path))
         return leaf(s.realize(u, boundary::pad), path, in_reduce);
+      if (broadcast_factor(path) >= kRecomputeFactor && elementwise_cost(u.get()) >= kRecomputeCost)
+        return leaf(s.realize(u, boundary::recompute), path, in_reduce);
       std::vector<UOpRef> src;
       for (auto& x : u->src)
         src.push_back(walk(x, path, in_reduce));

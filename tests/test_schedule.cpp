@@ -136,6 +136,8 @@ TEST_CASE("matmul is one kernel", "[schedule][matmul]") {
   // a matmul followed by an elementwise op still fuses into one kernel
   Tensor d = a.matmul(b).relu();
   CHECK(d.schedule().size() == 1);
+  // so does a cheap op on its input (a scale), recomputed for each of the 4 columns
+  CHECK(a.mul(sc(a, 2)).matmul(b).schedule().size() == 1);
 }
 
 TEST_CASE("softmax takes two or three kernels", "[schedule][softmax]") {
@@ -391,4 +393,22 @@ TEST_CASE("each kernel says why it is a kernel", "[schedule][boundary]") {
         want.data[i * 6 + j + 1] = std::exp(static_cast<float>(ra.data[i * 5 + j]));
     check_values(x, want, 1e-5, 1e-6);
   }
+}
+
+TEST_CASE("costly math broadcast into a matmul is computed once, in a kernel of its own", "[schedule][matmul]") {
+  std::mt19937 rng(305);
+  A ra, rb;
+  Tensor a = realized({8, 16}, DType::Float32, rng, &ra), b = realized({16, 64}, DType::Float32, rng, &rb);
+  // exp(a) / (1 + a*a): two transcendentals per element, which the matmul reads 64 times
+  Tensor x = a.exp().div(a.mul(a).add(sc(a, 1)));
+  Tensor c = x.matmul(b);
+  CHECK(reasons(c.schedule()) == R{boundary::recompute, boundary::output});
+  A want = A::filled({8, 64}, 0);
+  for (int64_t i = 0; i < 8; i++)
+    for (int64_t j = 0; j < 64; j++)
+      for (int64_t k = 0; k < 16; k++) {
+        double v = ra.at({i, k});
+        want.at({i, j}) += std::exp(v) / (1 + v * v) * rb.at({k, j});
+      }
+  check_values(c, want, 1e-4, 1e-4);
 }

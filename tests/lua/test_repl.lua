@@ -185,7 +185,7 @@ test("completion of globals, table fields and tensor members", function()
   x_for_completion = Tensor{1, 2}
   local c, part = repl.complete("x_for_completion:re")
   assert(part == "re")
-  H.same(c, { "realize", "realize_all", "rearrange", "reciprocal", "relu", "relu6", "repeat", "repeat_", "repeat_interleave",
+  H.same(c, { "read_image", "realize", "realize_all", "rearrange", "reciprocal", "relu", "relu6", "repeat", "repeat_", "repeat_interleave",
     "replace", "requires_grad_", "reshape" })
   c = repl.complete("x_for_completion.sh") -- '.' offers properties and methods
   H.same(c, { "shape", "shrink" })

@@ -1,0 +1,51 @@
+-- PaddleOCR v4's detector (1x3x320x320) and recognizer (1x3x48x320) at batch 1: moongrad's ONNX
+-- import beside ONNX Runtime (npm's onnxruntime-node, tools/ort_run.js) at the same thread count,
+-- on the same inputs in the same run. Median wall time of 10 runs after 3 warm-ups; moongrad's
+-- time is a whole m{...}:realize(): building the graph, scheduling and the kernels.
+--   MG_THREADS=1 build/moongrad bench/onnx_ocr.lua      (bench/onnx_ocr.sh runs 1 and every core)
+--   BEAM=2 ... for kernels tuned by BEAM search (its cache in ~/.cache/moongrad)
+-- Prints one line per model: "det  moongrad 95.1 ms  ORT 34.0 ms  speed ratio 0.36x (threads 1)".
+local ocr = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/ocr_pipeline.lua")
+local state = require "state"
+assert(ocr.have_ort(), "ONNX Runtime for Node is missing: run ./setup.sh")
+
+local threads = tonumber(os.getenv("MG_THREADS") or "") or 2
+local root = (arg[0]:match("^(.*/)") or "./") .. "../"
+local RUNS, WARM = 10, 3
+Tensor.manual_seed(0)
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+
+local function ort_ms(kind, x)
+  local tmp = os.tmpname()
+  state.safe_save({ x = x }, tmp .. ".in")
+  local cmd = ("node '%stools/ort_run.js' '%s' '%s.in' '%s.out' --threads %d --bench %d"):format(root,
+    ocr.models[kind], tmp, tmp, threads, RUNS)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  for _, f in ipairs({ tmp, tmp .. ".in", tmp .. ".out" }) do os.remove(f) end
+  return tonumber(out:match("ort_ms ([%d.]+)")) or error("ONNX Runtime printed no time: " .. out)
+end
+
+local function moongrad_ms(kind, x)
+  local m = onnx.load(ocr.models[kind])
+  local name, out = m.inputs[1].name, m.outputs[1].name
+  local times = {}
+  for i = 1, WARM + RUNS do
+    local t0 = show.clock()
+    m{ [name] = x }[out]:realize()
+    if i > WARM then times[#times + 1] = (show.clock() - t0) * 1e3 end
+  end
+  return median(times)
+end
+
+local inputs = { det = Tensor.rand(1, 3, 320, 320):realize(), rec = Tensor.rand(1, 3, 48, 320):realize() }
+for _, kind in ipairs({ "det", "rec" }) do
+  local mg, ort = moongrad_ms(kind, inputs[kind]), ort_ms(kind, inputs[kind])
+  print(("%-4s moongrad %8.2f ms  ORT %8.2f ms  speed ratio %.2fx (threads %d%s)"):format(kind, mg, ort, ort / mg,
+    threads, (os.getenv("BEAM") or "0") ~= "0" and ", BEAM=" .. os.getenv("BEAM") or ""))
+end
