@@ -318,6 +318,52 @@ def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "paddi
     return ret
   end)
 
+-- A transposed convolution whose kernel is no larger than its stride (an upsampling layer, k = s = 2):
+-- the windows do not overlap, so every input pixel times the weights is one block of the output.
+-- A matmul gives all blocks, laid side by side; no zeros are inserted or multiplied.
+local function transpose_blocks(x, w, b, groups, s, pads, op)
+  local n = x.ndim - 2
+  local N, cin, cog = x.shape[1], x.shape[2], w.shape[2]
+  local cig = cin // groups
+  local S, K = { table.unpack(x.shape, 3) }, { table.unpack(w.shape, 3) }
+  local P, KK = 1, 1
+  for j = 1, n do P, KK = P * S[j], KK * K[j] end
+  local order = { 0, 1 } -- (N, G, *S, cig)
+  for j = 1, n do order[#order + 1] = 2 + j end
+  order[#order + 1] = 2
+  local xg = x:reshape({ N, groups, cig, table.unpack(S) }):permute(order):reshape(N, groups, P, cig)
+  local y = xg:matmul(w:reshape(1, groups, cig, cog * KK)) -- (N, G, P, cog*KK)
+  local shape = { N, groups, table.unpack(S) }
+  shape[#shape + 1] = cog
+  for j = 1, n do shape[#shape + 1] = K[j] end
+  y = y:reshape(shape) -- (N, G, *S, cog, *K)
+  local grow = {}
+  for i = 1, #shape do grow[i] = { 0, 0 } end
+  for j = 1, n do grow[3 + n + j] = { 0, s[j] - K[j] } end -- each block padded to the stride
+  y = C.pad(y, grow)
+  order = { 0, 1, 2 + n } -- (N, G, cog, S1, s1, S2, s2, ...)
+  for j = 1, n do order[#order + 1] = 1 + j; order[#order + 1] = 2 + n + j end
+  local out = { N, groups * cog }
+  for j = 1, n do out[#out + 1] = S[j] * s[j] end
+  y = y:permute(order):reshape(out)
+  -- the full result is (S-1)*s + K long; keep [pB, pB + size) of it, zeros past its end
+  local cut, fill = { { 0, N }, { 0, groups * cog } }, { { 0, 0 }, { 0, 0 } }
+  for j = 1, n do
+    local pB, pA = pair_of(pads, n, j)
+    local size = (S[j] - 1) * s[j] + K[j] - pB - pA + op[j]
+    local stop = math.min(S[j] * s[j], pB + size)
+    cut[#cut + 1] = { pB, stop }
+    fill[#fill + 1] = { 0, pB + size - stop }
+  end
+  y = C.pad(y:shrink(cut), fill)
+  if b then
+    local bs = { 1, groups * cog }
+    for _ = 1, n do bs[#bs + 1] = 1 end
+    y = y + b:reshape(bs)
+  end
+  return y
+end
+
 -- x:conv_transpose2d(weight [, bias, groups, stride, dilation, padding, output_padding]): weight
 -- is (Cin, Cout/groups, *kernel). The input is spread out by the stride (zeros between), then
 -- convolved with the flipped, transposed weight.
@@ -337,6 +383,9 @@ def("conv_transpose2d", { "self", "weight", "bias", "groups", "stride", "dilatio
     if cin % groups ~= 0 or self.shape[2] ~= cin then
       error(("conv_transpose2d: input has %d channels, weight %d (groups %d)"):format(self.shape[2], cin, groups), 0)
     end
+    local blocks = true -- each output position gets at most one input position per kernel tap
+    for j = 1, n do blocks = blocks and d[j] == 1 and hw[j] <= s[j] end
+    if blocks then return transpose_blocks(self, w, b, groups, s, pads, op) end
     local flips = {}
     for j = 1, n do flips[j] = 2 + j end
     local order = { 0, 2, 1 }

@@ -640,6 +640,11 @@ def add_cases():
        [R(1, 1, 3, 3), R(1, 2, 2, 2)], atol=1e-5)
   case("conv_transpose2d_groups", "a:conv_transpose2d(b, nil, {groups=2})", lambda x, w: F.conv_transpose2d(x, w, groups=2),
        [R(1, 4, 3, 3), R(4, 1, 2, 2)], atol=1e-5)
+  # kernel no larger than the stride: the windows do not overlap (moongrad's matmul-and-blocks path)
+  case("conv_transpose2d_blocks_bias_groups", "a:conv_transpose2d(b, c, {stride=2, groups=2})",
+       lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, groups=2), [R(2, 4, 3, 5), R(4, 3, 2, 2), R(6)], atol=1e-5)
+  case("conv_transpose2d_blocks_padding_output_padding", "a:conv_transpose2d(b, nil, {stride={3, 2}, padding=1, output_padding=1})",
+       lambda x, w: F.conv_transpose2d(x, w, stride=(3, 2), padding=1, output_padding=1), [R(1, 3, 4, 3), R(3, 2, 2, 2)], atol=1e-5)
   case("avg_pool2d", "a:avg_pool2d()", lambda x: F.avg_pool2d(x, 2), [R(1, 2, 4, 6)])
   case("avg_pool2d_kernel_stride", "a:avg_pool2d({3, 3}, 2)", lambda x: F.avg_pool2d(x, 3, 2), [R(1, 1, 7, 7)])
   case("avg_pool2d_padding", "a:avg_pool2d{kernel_size={3, 3}, stride=1, padding=1}", lambda x: F.avg_pool2d(x, 3, 1, 1), [R(1, 1, 4, 5)])
