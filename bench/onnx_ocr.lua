@@ -4,7 +4,8 @@
 -- time is a whole m{...}:realize(): building the graph, scheduling and the kernels.
 --   MG_THREADS=1 build/moongrad bench/onnx_ocr.lua      (bench/onnx_ocr.sh runs 1 and every core)
 --   BEAM=2 ... for kernels tuned by BEAM search (its cache in ~/.cache/moongrad)
--- Prints one line per model: "det  moongrad 95.1 ms  ORT 34.0 ms  speed ratio 0.36x (threads 1)".
+-- Prints two lines per model, plain and under TinyJit:
+--   "det  moongrad TinyJit 95.1 ms  ORT 34.0 ms  speed ratio 0.36x (threads 1)"
 local ocr = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/ocr_pipeline.lua")
 local state = require "state"
 assert(ocr.have_ort(), "ONNX Runtime for Node is missing: run ./setup.sh")
@@ -31,21 +32,28 @@ local function ort_ms(kind, x)
   return tonumber(out:match("ort_ms ([%d.]+)")) or error("ONNX Runtime printed no time: " .. out)
 end
 
-local function moongrad_ms(kind, x)
+-- jit: the call under TinyJit, which replays the captured kernels (no graph building, no scheduling)
+local function moongrad_ms(kind, x, jit)
   local m = onnx.load(ocr.models[kind])
   local name, out = m.inputs[1].name, m.outputs[1].name
+  local run = function(t) return m{ [name] = t }[out]:realize() end
+  if jit then run = TinyJit(run) end
   local times = {}
   for i = 1, WARM + RUNS do
     local t0 = show.clock()
-    m{ [name] = x }[out]:realize()
+    run(x)
     if i > WARM then times[#times + 1] = (show.clock() - t0) * 1e3 end
   end
   return median(times)
 end
 
 local inputs = { det = Tensor.rand(1, 3, 320, 320):realize(), rec = Tensor.rand(1, 3, 48, 320):realize() }
+local beam = (os.getenv("BEAM") or "0") ~= "0" and ", BEAM=" .. os.getenv("BEAM") or ""
 for _, kind in ipairs({ "det", "rec" }) do
-  local mg, ort = moongrad_ms(kind, inputs[kind]), ort_ms(kind, inputs[kind])
-  print(("%-4s moongrad %8.2f ms  ORT %8.2f ms  speed ratio %.2fx (threads %d%s)"):format(kind, mg, ort, ort / mg,
-    threads, (os.getenv("BEAM") or "0") ~= "0" and ", BEAM=" .. os.getenv("BEAM") or ""))
+  local ort = ort_ms(kind, inputs[kind])
+  for _, jit in ipairs({ false, true }) do
+    local mg = moongrad_ms(kind, inputs[kind], jit)
+    print(("%-4s moongrad%-8s %8.2f ms  ORT %8.2f ms  speed ratio %.2fx (threads %d%s)"):format(kind,
+      jit and " TinyJit" or "", mg, ort, ort / mg, threads, beam))
+  end
 end
