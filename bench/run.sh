@@ -113,3 +113,9 @@ print("U1 against the triad ceiling (B0): %.2fx at 1 thread, %.2fx at all cores"
       (mg1["U1"][0] / mg1["B0"][0], mgn["U1"][0] / mgn["B0"][0]))
 PY
 rm -rf "$out"
+
+# O1: real models, PaddleOCR's detector and recognizer, beside ONNX Runtime (issue 22)
+echo
+echo "PaddleOCR v4 det (1x3x320x320) and rec (1x3x48x320) beside ONNX Runtime (onnxruntime-node), same inputs, same run:"
+MG_THREADS=1 build/moongrad bench/onnx_ocr.lua
+MG_THREADS="$(nproc)" build/moongrad bench/onnx_ocr.lua
