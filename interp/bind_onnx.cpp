@@ -58,7 +58,9 @@ DType dtype_of(int t, const std::string& what) {
   default:
     break;
   }
-  throw std::invalid_argument(what + ": element type " + TP::DataType_Name(static_cast<TP::DataType>(t)) +
+  std::string type = TP::DataType_IsValid(t) ? TP::DataType_Name(static_cast<TP::DataType>(t)) : "";
+  if (type.empty()) type = "number " + std::to_string(t) + " (not one ONNX defines)";
+  throw std::invalid_argument(what + ": element type " + type +
                               " is not supported (moongrad has no strings or complex numbers)");
 }
 

@@ -96,8 +96,15 @@ function onnx.run_graph(g, env, opset, opsets)
     end
     local xs = {}
     for i, name in ipairs(node.inputs) do if name ~= "" then xs[i] = env[name] end end
-    local outs = table.pack(h.fn(node, xs, node.attrs, v, env))
-    for i, name in ipairs(node.outputs) do if name ~= "" then env[name] = outs[i] end end
+    local outs = table.pack(pcall(h.fn, node, xs, node.attrs, v, env))
+    if not outs[1] then -- the handler's message, with the node it ran for
+      local msg = tostring(outs[2])
+      if not msg:find("^onnx: node ") then
+        msg = ("onnx: node %d (%s%s): %s"):format(k, node.op, node.name ~= "" and " '" .. node.name .. "'" or "", msg)
+      end
+      error(msg, 0)
+    end
+    for i, name in ipairs(node.outputs) do if name ~= "" then env[name] = outs[i + 1] end end
   end
   return env
 end
