@@ -409,6 +409,14 @@ void open_stdlib(lua_State* L) {
     lua_setfield(L, -2, m.name);
   }
   lua_pop(L, 1);
+  if (const char* dir = std::getenv("MG_STDLIB_DIR")) { // and modules the binary does not have yet
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/?.lua;", dir);
+    lua_getfield(L, -2, "path");
+    lua_concat(L, 2);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+  }
   // module -> the global it becomes ("" for modules that only add Tensor methods)
   const std::pair<const char*, const char*> globals[] = {
       {"show", "show"},   {"tensor", ""},           {"nn", "nn"},       {"optim", "optim"},
