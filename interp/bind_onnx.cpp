@@ -389,7 +389,7 @@ int onnx_load(lua_State* L) {
   if (!m.ParseFromString(bytes))
     throw std::invalid_argument(path + ": not an ONNX model (damaged or truncated)");
   try {
-    onnx::checker::check_model(m);
+    onnx::checker::check_model(path); // by path: external data files are checked beside the model
   } catch (const std::exception& e) {
     throw std::invalid_argument(path + ": the ONNX checker refuses the model: " + e.what());
   }

@@ -48,6 +48,22 @@ test("bad files and inputs are clear errors", function()
   H.errors(function() onnx.load(D .. "node/test_add/model.onnx", { device = "NOPE" }) end, "unknown device 'NOPE'")
 end)
 
+test("weights in an external data file are read from beside the model", function()
+  local dir = (arg[0]:match("^(.*/)") or "") .. "../data/onnx_external/"
+  local m = onnx.load(dir .. "model.onnx")
+  assert(m.inputs[1].shape[1] == "N", "a symbolic dim is its name")
+  local y = m{ x = onnx.read_tensor(dir .. "input_0.pb") }.y
+  H.same(y:tolist(), onnx.read_tensor(dir .. "output_0.pb"):tolist(), 1e-5, "relu(x W + b)")
+  H.errors(function() onnx.load(dir .. "model_outside.onnx") end, "must be a path inside the model's folder")
+  -- a copy whose data file is cut short
+  local tmp = os.tmpname()
+  os.remove(tmp)
+  assert(os.execute(("mkdir -p '%s' && cp '%smodel.onnx' '%s/' && head -c 50 '%sweights.bin' > '%s/weights.bin'"):format(tmp,
+    dir, tmp, dir, tmp)))
+  H.errors(function() onnx.load(tmp .. "/model.onnx") end, "too few for offset")
+  os.execute(("rm -r '%s'"):format(tmp))
+end)
+
 test(":onnx PATH summarizes a model at the prompt", function()
   assert(require("repl").translate(":onnx a b.onnx") == 'show.onnx("a b.onnx")')
   local lines = {}
