@@ -20,6 +20,22 @@ M.commands = {
   { "help", ":help [NAME]", 'show.help("relu")', "this list, or the signature and doc of a Tensor method or a command" },
 }
 
+-- More for the commands that stand for a whole API: printed by :help NAME after the command's line.
+M.details = {
+  onnx = [[
+local m = onnx.load(path [, {device = "LLVM"}])  a model: m.inputs, m.outputs ({name=, shape=, dtype=},
+    a symbolic dim as its name), m.opset (domain -> version), m.producer, m.graph
+local outs = m:run{[input_name] = Tensor, ...}   (or m{...}): output name -> Tensor, lazy like every
+    result, so :schedule, :src, :debug 2 and :viz work on a model's output
+onnx.read_tensor(path)         a Tensor from a serialized TensorProto (ONNX's test data .pb files)
+onnx.read_value(path, type)    a tensor, sequence (onnx.sequence{...}) or optional (onnx.NONE: empty)
+onnx.ops                       the handlers by op type ("domain:Op" for other domains), each with
+    the first opset it handles; stdlib/onnx_ops*.lua
+onnx.run_graph(graph, env, opset)  runs a graph's nodes on env (name -> value)
+Errors name what is wrong: the file (the checker's message), an op without a handler (its opset,
+the node, how many nodes use it), a missing, extra or misshaped input (with what the model takes).]],
+}
+
 -- Tensor methods and constructors: name -> doc, or {signature, doc}. Each doc lives beside its
 -- method's definition in stdlib/tensor*.lua (args.doc). Without a signature, :help builds one
 -- from the parameter names the function was declared with (stdlib/args.lua), so it cannot drift

@@ -265,6 +265,7 @@ function show.help(name)
     if c[1] == key then
       print(c[2] .. "   (Lua: " .. c[3] .. ")")
       print("  " .. c[4])
+      if h.details[key] then print(h.details[key]) end
       return
     end
   end

@@ -73,6 +73,14 @@ test(":onnx PATH summarizes a model at the prompt", function()
   print = real_print
   assert(ok, tostring(m))
   local text = table.concat(lines, "\n")
+  lines = {}
+  print = function(...) lines[#lines + 1] = table.concat({ ... }, "\t") end
+  pcall(show.help, "onnx")
+  print = real_print
+  local help = table.concat(lines, "\n")
+  for _, name in ipairs({ "onnx.load", "m:run", "m.inputs", "m.outputs", "m.opset", "m.producer", "onnx.read_tensor" }) do
+    assert(help:find(name, 1, true), ":help onnx documents " .. name)
+  end
   assert(text:find("1 nodes: Conv 1", 1, true) and text:find("parameters: 76 in 2 tensors", 1, true), text)
 end)
 
