@@ -332,8 +332,6 @@ struct KernelBuilder {
       break;
     }
     if (is_movement(u->op)) {
-      if (u->op == Ops::PAD && in_reduce && broadcast_factor(path) >= (getenv("MG_PADCOPY") ? atoi(getenv("MG_PADCOPY")) : 1000000))
-        return leaf(s.realize(u, boundary::recompute), path, in_reduce);
       Path p = path;
       p.push_back(u.get());
       return walk(u->src[0], p, in_reduce);

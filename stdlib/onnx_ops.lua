@@ -506,10 +506,9 @@ op("Conv", 1, function(node, x, at)
   local inp, w = x[1], x[2]
   local n = w.ndim - 2
   local pads = conv_pads(node, at, spatial_of(inp, n), spatial_of(w, n), at.strides, at.dilations)
-  local p = { { 0, 0 }, { 0, 0 } } -- the batch and channel dims unpadded
-  for i = 1, n do p[#p + 1] = { pads[i], pads[i + n] } end
-  inp = inp:pad(p)
-  return inp:conv2d(w, x[3], at.group or 1, at.strides or 1, at.dilations or 1, 0)
+  local flat = {} -- conv2d's order: (begin, end) per spatial dim, the last dim first
+  for i = n, 1, -1 do flat[#flat + 1] = pads[i]; flat[#flat + 1] = pads[i + n] end
+  return inp:conv2d(w, x[3], at.group or 1, at.strides or 1, at.dilations or 1, flat)
 end)
 
 -- ConvTranspose: the full transposed convolution, then per spatial dim the range

@@ -314,4 +314,34 @@ test("64-bit integers stay exact from Lua to the device and back (a double holds
   assert(u:item() == 2.0 ^ 64, tostring(u:item()))
 end)
 
+test("a padded conv copies its padded input once (not a depthwise one), with the same values", function()
+  -- 32 output channels read each input element 32 x 9 times: conv2d writes the padded input out
+  -- once (a contiguous copy), so the conv's loads need no bounds checks
+  Tensor.manual_seed(7)
+  local x, w = Tensor.randn(1, 3, 5, 6):realize(), Tensor.randn(32, 3, 3, 3):realize()
+  local y = x:conv2d(w, nil, { padding = 1 })
+  local items = y:schedule()
+  assert(#items == 2 and items[1].reason == "contiguous", "a copy, then the conv: " .. items[1].reason)
+  local X, W, Y = x:tolist(), w:tolist(), y:tolist()
+  for o = 1, 32, 7 do
+    for i = 1, 5 do
+      for j = 1, 6 do
+        local want = 0
+        for c = 1, 3 do
+          for a = 1, 3 do
+            for b = 1, 3 do
+              local r, q = i + a - 2, j + b - 2
+              if r >= 1 and r <= 5 and q >= 1 and q <= 6 then want = want + X[1][c][r][q] * W[o][c][a][b] end
+            end
+          end
+        end
+        assert(math.abs(Y[1][o][i][j] - want) < 1e-4, ("y[%d][%d][%d]: %g, want %g"):format(o, i, j, Y[1][o][i][j], want))
+      end
+    end
+  end
+  -- a depthwise conv reads each element only 9 times: no copy
+  local dw = Tensor.randn(3, 1, 3, 3)
+  assert(#x:conv2d(dw, nil, { padding = 1, groups = 3 }):schedule() == 1)
+end)
+
 H.done()
