@@ -626,6 +626,32 @@ local function taps(p, mode, a)
   local function far(t) return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a end -- 1 < |t| < 2
   return (p == f and f - 2 or f - 1), { far(r + 1), near(r), near(1 - r), far(2 - r) }
 end
+-- The rows idx (0-based) of x along axis a as a view, when they follow a pattern a view can
+-- express: each row repeated k times in order (an integer upsampling), or a run of consecutive
+-- rows. nil otherwise (the caller gathers).
+local function rows_of(x, a, idx)
+  local n_in, n_out = x.shape[a + 1], #idx
+  local k = n_out // n_in
+  local repeated, run = k >= 1 and n_out == n_in * k, true
+  for o = 1, n_out do
+    repeated = repeated and idx[o] == (o - 1) // k
+    run = run and idx[o] == idx[1] + o - 1
+  end
+  if run then
+    local cut = {}
+    for d = 1, x.ndim do cut[d] = d == a + 1 and { idx[1], idx[1] + n_out } or { 0, x.shape[d] } end
+    return x:shrink(cut)
+  end
+  if not repeated then return nil end
+  local split, grown, out = {}, {}, {}
+  for d = 1, x.ndim do
+    split[#split + 1], grown[#grown + 1], out[d] = x.shape[d], x.shape[d], x.shape[d]
+    if d == a + 1 then split[#split + 1], grown[#grown + 1], out[d] = 1, k, n_out end
+  end
+  -- written out: readers index it plainly, not through the div and mod of a merged expand
+  return x:reshape(split):expand(grown):reshape(out):contiguous()
+end
+
 op("Resize", 10, function(_, x, at, opset)
   local mode = at.mode or "nearest"
   if mode ~= "nearest" and mode ~= "linear" and mode ~= "cubic" then error("onnx: Resize mode " .. mode .. " is not supported", 0) end
@@ -668,7 +694,7 @@ op("Resize", 10, function(_, x, at, opset)
       local shape = {}
       for k = 1, d.ndim do shape[k] = k == a + 1 and n_out or 1 end
       local function gather(src, idx) -- the rows idx (a list) of src along the axis
-        return ops.Gather.fn(nil, { src, Tensor(idx, "int64") }, { axis = a })
+        return rows_of(src, a, idx) or ops.Gather.fn(nil, { src, Tensor(idx, "int64") }, { axis = a })
       end
       local r
       if mode == "nearest" then
