@@ -143,6 +143,31 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what, const std:
   return Tensor::from_bytes(bytes.data(), bytes.size(), shape, d);
 }
 
+constexpr const char* kStringsMeta = "onnx.Strings";
+
+// A TensorProto as a Lua value: a Tensor, or for STRING data (which moongrad's dtypes lack) a Lua
+// list of the strings with its `shape`, whose metatable is onnx.Strings.
+void push_value(lua_State* L, const onnx::TensorProto& t, const std::string& what, const std::string& dir = "") {
+  if (t.data_type() != onnx::TensorProto::STRING) return push_tensor(L, tensor_of(t, what, dir));
+  Shape shape(t.dims().begin(), t.dims().end());
+  int64_t n = checked_numel(shape);
+  if (t.string_data_size() != n)
+    throw std::invalid_argument(what + ": " + std::to_string(t.string_data_size()) + " strings for " +
+                                std::to_string(n) + " elements");
+  lua_createtable(L, static_cast<int>(n), 1);
+  for (int i = 0; i < t.string_data_size(); i++) {
+    lua_pushlstring(L, t.string_data(i).data(), t.string_data(i).size());
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_createtable(L, static_cast<int>(shape.size()), 0);
+  for (size_t i = 0; i < shape.size(); i++) {
+    lua_pushinteger(L, shape[i]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "shape");
+  luaL_setmetatable(L, kStringsMeta);
+}
+
 // A value's type into the table on top: kind ("tensor", "sequence", "optional", "map"), a tensor's
 // dtype and shape, a sequence's or optional's element type as `elem` (a table of the same form).
 void set_type(lua_State* L, const onnx::TypeProto& type, const std::string& what) {
@@ -160,7 +185,9 @@ void set_type(lua_State* L, const onnx::TypeProto& type, const std::string& what
     kind("tensor");
     const auto& tt = type.tensor_type();
     int et = tt.elem_type();
-    lua_pushstring(L, et == onnx::TensorProto::UNDEFINED ? "?" : name(dtype_of(et, what)));
+    lua_pushstring(L, et == onnx::TensorProto::UNDEFINED ? "?"
+                   : et == onnx::TensorProto::STRING ? "string"
+                                                     : name(dtype_of(et, what)));
     lua_setfield(L, -2, "dtype");
     if (tt.has_shape()) {
       lua_createtable(L, tt.shape().dim_size(), 0);
@@ -214,7 +241,7 @@ void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::stri
     lua_pushlstring(L, a.s().data(), a.s().size());
     return;
   case AP::TENSOR:
-    push_tensor(L, tensor_of(a.t(), where + " attribute " + a.name(), dir));
+    push_value(L, a.t(), where + " attribute " + a.name(), dir);
     return;
   case AP::GRAPH:
     push_graph(L, a.g(), dir);
@@ -227,7 +254,7 @@ void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::stri
     return list(a.strings_size(),
                 [&](int i) { lua_pushlstring(L, a.strings(i).data(), a.strings(i).size()); });
   case AP::TENSORS:
-    return list(a.tensors_size(), [&](int i) { push_tensor(L, tensor_of(a.tensors(i), where, dir)); });
+    return list(a.tensors_size(), [&](int i) { push_value(L, a.tensors(i), where, dir); });
   case AP::GRAPHS:
     return list(a.graphs_size(), [&](int i) { push_graph(L, a.graphs(i), dir); });
   case AP::TYPE_PROTO:
@@ -255,7 +282,7 @@ void push_graph(lua_State* L, const onnx::GraphProto& g, const std::string& dir)
   lua_setfield(L, -2, "name");
   lua_createtable(L, 0, g.initializer_size());
   for (const auto& t : g.initializer()) {
-    push_tensor(L, tensor_of(t, "initializer " + t.name(), dir));
+    push_value(L, t, "initializer " + t.name(), dir);
     lua_setfield(L, -2, t.name().c_str());
   }
   lua_setfield(L, -2, "initializers");
@@ -322,7 +349,7 @@ void push_sequence(lua_State* L, const onnx::SequenceProto& q, const std::string
   };
   switch (q.elem_type()) {
   case SP::TENSOR:
-    return list(q.tensor_values(), [&](const auto& t) { push_tensor(L, tensor_of(t, what)); });
+    return list(q.tensor_values(), [&](const auto& t) { push_value(L, t, what); });
   case SP::SEQUENCE:
     return list(q.sequence_values(), [&](const auto& e) { push_sequence(L, e, what); });
   case SP::OPTIONAL:
@@ -339,7 +366,7 @@ void push_sequence(lua_State* L, const onnx::SequenceProto& q, const std::string
 void push_optional(lua_State* L, const onnx::OptionalProto& o, const std::string& what) {
   using OP = onnx::OptionalProto;
   if (o.elem_type() == OP::TENSOR && o.has_tensor_value())
-    push_tensor(L, tensor_of(o.tensor_value(), what));
+    push_value(L, o.tensor_value(), what);
   else if (o.elem_type() == OP::SEQUENCE && o.has_sequence_value())
     push_sequence(L, o.sequence_value(), what);
   else if (o.elem_type() == OP::OPTIONAL && o.has_optional_value())
@@ -362,7 +389,7 @@ int onnx_read_value(lua_State* L) {
   if (kind == "tensor") {
     onnx::TensorProto t;
     parse(t);
-    push_tensor(L, tensor_of(t, path));
+    push_value(L, t, path);
   } else if (kind == "sequence") {
     onnx::SequenceProto q;
     parse(q);
@@ -418,6 +445,8 @@ const Binding kOnnxFns[] = {{"onnx.read_value", onnx_read_value}, {"onnx.load", 
 int open_mgonnx(lua_State* L) {
   lua_newtable(L);
   set_bindings(L, -1, kOnnxFns);
+  luaL_newmetatable(L, kStringsMeta); // string tensors' metatable: onnx.Strings in Lua
+  lua_setfield(L, -2, "Strings");
   return 1;
 }
 

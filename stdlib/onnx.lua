@@ -6,7 +6,8 @@
 --   onnx.read_tensor(path)      a Tensor from a serialized TensorProto
 --   onnx.read_value(path, type) a tensor, sequence or optional, as the type (a value info's) says
 -- Values besides Tensors: a sequence is a Lua list of values with the metatable onnx.Sequence
--- (onnx.sequence{...} makes one), and an optional that holds nothing is onnx.NONE.
+-- (onnx.sequence{...} makes one), an optional that holds nothing is onnx.NONE, and a string
+-- tensor is a list of strings with the metatable onnx.Strings (onnx.strings(list, shape)).
 local C = require "mgonnx"
 local is_tensor = require("args").is_tensor
 local onnx = {}
@@ -14,6 +15,15 @@ local onnx = {}
 onnx.Sequence = { __name = "onnx.Sequence" }
 onnx.NONE = setmetatable({}, { __name = "onnx.NONE", __tostring = function() return "onnx.NONE" end })
 function onnx.sequence(list) return setmetatable(list or {}, onnx.Sequence) end
+-- A string tensor (moongrad's dtypes have no strings): a Lua list of the strings in row-major
+-- order, its `shape` a field, its metatable onnx.Strings
+onnx.Strings = C.Strings
+onnx.Strings.__name = "onnx.Strings"
+function onnx.strings(list, shape)
+  list.shape = shape or { #list }
+  return setmetatable(list, onnx.Strings)
+end
+function onnx.is_strings(v) return getmetatable(v) == onnx.Strings end
 function onnx.is_sequence(v) return getmetatable(v) == onnx.Sequence end
 
 -- C's plain lists and nils as the values above, following the type
@@ -65,7 +75,7 @@ local function op(name, since, fn)
 end
 onnx.util = { ints = ints, axis_of = axis_of, axes_list = axes_list, dtype_of = dtype_of, ops = ops, onnx = onnx }
 for _, topic in ipairs({ "onnx_ops", "onnx_ops_math", "onnx_ops_quant", "onnx_ops_train", "onnx_ops_signal",
-  "onnx_ops_vision", "onnx_ops_index", "onnx_ops_rnn", "onnx_ops_control" }) do
+  "onnx_ops_vision", "onnx_ops_index", "onnx_ops_rnn", "onnx_ops_control", "onnx_ops_text" }) do
   require(topic)(op, onnx.util)
 end
 
@@ -134,6 +144,10 @@ end
 local function check_input(i, v, all)
   local function bad(why) error(("onnx: input '%s' %s (the model takes %s)"):format(i.name, why, names_of(all)), 0) end
   if i.kind ~= "tensor" then return end
+  if i.dtype == "string" then
+    if not onnx.is_strings(v) then bad("must be strings (onnx.strings{...}), got " .. type(v)) end
+    return
+  end
   if not is_tensor(v) then bad("must be a Tensor, got " .. type(v)) end
   if i.dtype ~= "?" and v.dtype ~= i.dtype then bad(("has dtype %s, want %s"):format(v.dtype, i.dtype)) end
   if i.shape then

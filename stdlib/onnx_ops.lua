@@ -60,7 +60,11 @@ op("Clip", 1, function(_, x, at)
   if lo == nil and hi == nil then return x[1] end
   return x[1]:clamp(lo, hi)
 end)
-op("Cast", 1, function(node, x, at) return x[1]:cast(dtype_of(at.to, node.name)) end)
+local STRING = 8 -- TensorProto.DataType
+op("Cast", 1, function(node, x, at)
+  if at.to == STRING or U.onnx.is_strings(x[1]) then return U.cast_strings(x[1], at.to, node) end
+  return x[1]:cast(dtype_of(at.to, node.name))
+end)
 
 -- shapes
 op("Shape", 1, function(_, x, at)
@@ -120,7 +124,11 @@ op("Concat", 1, function(_, x, at)
 end)
 op("Size", 1, function(_, x) return Tensor(x[1]:numel(), "int64") end)
 op("ThresholdedRelu", 10, function(_, x, at) return x[1]:gt(at.alpha or 1.0):where(x[1], 0) end)
-op("CastLike", 15, function(_, x) return x[1]:cast(x[2].dtype) end)
+op("CastLike", 15, function(node, x)
+  local like = U.onnx.is_strings(x[2]) and STRING or x[2].dtype
+  if like == STRING or U.onnx.is_strings(x[1]) then return U.cast_strings(x[1], like, node) end
+  return x[1]:cast(like)
+end)
 -- Dropout: the identity and a mask of all true, unless training_mode (an input from opset 12)
 -- is true: then each element is kept with probability 1 - ratio and scaled by 1 / (1 - ratio),
 -- drawn from moongrad's generator (the seed attribute is not used)

@@ -52,6 +52,15 @@ local function compare(got, want)
     return nil
   end
   if onnx.is_sequence(got) then return "a sequence, want a tensor" end
+  if onnx.is_strings(want) or onnx.is_strings(got) then
+    if not (onnx.is_strings(want) and onnx.is_strings(got)) then return "strings against numbers" end
+    local gs, ws = table.concat(got.shape, "x"), table.concat(want.shape, "x")
+    if gs ~= ws then return ("shape %s, want %s"):format(gs, ws) end
+    for i = 1, #want do
+      if got[i] ~= want[i] then return ("string %d is %q, want %q"):format(i, got[i], want[i]) end
+    end
+    return nil
+  end
   local gs, ws = table.concat(got.shape, "x"), table.concat(want.shape, "x")
   if gs ~= ws then return ("shape %s, want %s"):format(gs, ws) end
   if got.dtype ~= want.dtype then return ("dtype %s, want %s"):format(got.dtype, want.dtype) end
@@ -74,6 +83,7 @@ end
 -- ONNX's test data stores bfloat16 tensors as uint16 (numpy has no bfloat16): the same bits,
 -- read here as the type the model declares
 local function as_declared(t, dtype)
+  if onnx.is_strings(t) then return t end
   if dtype == "bfloat16" and t.dtype == "uint16" then return Tensor.frombytes(t:tobytes(), t.shape, "bfloat16") end
   return t
 end

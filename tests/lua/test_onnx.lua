@@ -64,6 +64,24 @@ test("weights in an external data file are read from beside the model", function
   os.execute(("rm -r '%s'"):format(tmp))
 end)
 
+test("string tensors: read, normalized and cast, as ONNX's reference does", function()
+  local dir = D .. "node/test_strnormalizer_export_monday_casesensintive_upper/"
+  local m = onnx.load(dir .. "model.onnx")
+  assert(m.inputs[1].dtype == "string")
+  local x = onnx.read_tensor(dir .. "test_data_set_0/input_0.pb")
+  assert(onnx.is_strings(x) and x[1] == "monday" and #x == 4)
+  local y = m{ x = x }.y
+  assert(table.concat(y, ",") == "TUESDAY,WEDNESDAY,THURSDAY" and y.shape[1] == 3, table.concat(y, ","))
+  H.errors(function() m{ x = Tensor.zeros(4) } end, "input 'x' must be strings")
+  -- numbers written as the shortest decimal that reads back as the same float32 (NumPy's repr)
+  local cast = onnx.ops.Cast.fn
+  local s = cast({ op = "Cast", name = "" }, { Tensor({ 0.1, 2, 1e-5, 0 / 0 }) }, { to = 8 })
+  assert(table.concat(s, ",") == "0.1,2.0,1e-05,NaN", table.concat(s, ","))
+  local back = cast({ op = "Cast", name = "" }, { onnx.strings({ "0.25", "-INF", "7" }) }, { to = 1 })
+  H.same(back:tolist(), { 0.25, -math.huge, 7.0 }, nil, "strings to float32")
+  H.errors(function() cast({ op = "Cast", name = "" }, { onnx.strings({ "abc" }) }, { to = 1 }) end, "'abc' is not a number")
+end)
+
 test(":onnx PATH summarizes a model at the prompt", function()
   assert(require("repl").translate(":onnx a b.onnx") == 'show.onnx("a b.onnx")')
   local lines = {}
