@@ -1,14 +1,18 @@
 // require "mgonnx": ONNX files read with ONNX's own protobuf classes and model checker (Debian's
 // libonnx-dev), turned into Lua tables and Tensors. The only file that includes the ONNX headers.
-// What the nodes compute is Lua's business (stdlib/onnx.lua: one handler per op type).
+// What the nodes compute is Lua's business (stdlib/onnx.lua and the handlers in onnx_ops*.lua).
 //
 //   read_value(path [, kind]) -> value    a serialized TensorProto (the .pb files of the test data),
 //                                         SequenceProto (a list) or OptionalProto (the value or nil)
 //   load(path)         -> model table     {producer=, ir_version=, opset={[domain]=version},
 //                                          graph={name=, inputs=, outputs=, initializers=, nodes=}}
-// A graph's inputs and outputs are {name=, dtype=, shape={dim or "N", ...}} (a symbolic dim as its
-// name, an unknown one as "?"); nodes are {op=, name=, domain=, inputs={...}, outputs={...},
-// attrs={name=value}} with attribute values as Lua numbers, strings, lists, Tensors or graphs.
+//   Strings                               the metatable of string tensors
+// A graph's inputs and outputs are {name=, kind=, dtype=, shape={dim or "N", ...}, elem=} (a
+// symbolic dim as its name, an unknown one as "?"; a sequence's or optional's element type as
+// elem); nodes are {op=, name=, domain=, inputs={...}, outputs={...}, attrs={name=value}} with
+// attribute values as Lua numbers, strings, lists, Tensors, graphs or type tables. A tensor of
+// strings is a Lua list with its shape (moongrad's dtypes have no strings). Weights stored in
+// external data files are read from the model's folder.
 #include <cstring>
 #include <fstream>
 #include <sstream>
