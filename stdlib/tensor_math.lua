@@ -258,11 +258,27 @@ doc("hardswish", "x * relu6(x + 3) / 6")
 def("hardswish", { "self" }, function(self) return self * (self + 3):relu6() * (1 / 6) end)
 doc("hardtanh", "clip to [min_val, max_val]")
 def("hardtanh", { "self", "min_val", "max_val" }, function(self, lo, hi) return self:clip(lo or -1, hi or 1) end)
--- the tanh approximation, as tinygrad; 0.5 (1 + tanh u) is written sigmoid(2u), which keeps
--- its precision where tanh u is near -1 (large negative x)
-doc("gelu", "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), tinygrad's tanh form")
-def("gelu", { "self" }, function(self)
-  return self * (2 * math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)):sigmoid()
+-- x:gelu([approximate="tanh"]): "tanh" is tinygrad's form (and its default, which scripts and
+-- tests rely on); "none" is the exact x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default.
+-- Both are written to keep their precision for large negative x, where 1 + tanh u and 1 + erf
+-- would cancel: 0.5 (1 + tanh u) is sigmoid(2u), and Phi(x) is erfc(|x| / sqrt 2) / 2 for x < 0
+-- (1 minus that otherwise), with erfc the same Abramowitz-Stegun form as erf above.
+doc("gelu", "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with approximate='tanh' (the default, as tinygrad); " ..
+  "the exact 0.5 x (1 + erf(x / sqrt 2)) with approximate='none' (PyTorch's default)")
+def("gelu", { "self", "approximate" }, function(self, approximate)
+  approximate = approximate == nil and "tanh" or approximate
+  if approximate == "tanh" then
+    return self * (2 * math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)):sigmoid()
+  end
+  if approximate ~= "none" then
+    error(("gelu: approximate must be 'none' or 'tanh', got %s"):format(
+      type(approximate) == "string" and ("'" .. approximate .. "'") or tostring(approximate)), 0)
+  end
+  local z = self:abs() * (1 / math.sqrt(2))
+  local t = 1.0 / (1.0 + 0.3275911 * z)
+  local half_erfc = 0.5 * t * polyN(t, { 1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592 }) *
+    (-z:square()):exp()
+  return self * self:lt(0):detach():where(half_erfc, 1 - half_erfc)
 end)
 doc("quick_gelu", "x * sigmoid(1.702 x)")
 def("quick_gelu", { "self" }, function(self) return self * (self * 1.702):sigmoid() end)

@@ -194,6 +194,11 @@ def add_cases():
     ("erf", "a:erf()", torch.erf, x34()),
     # tinygrad's gelu is the tanh approximation
     ("gelu", "a:gelu()", lambda a: F.gelu(a, approximate="tanh"), x34()),
+    # approximate= as PyTorch's: "none" is the exact erf form (torch's default), "tanh" as above
+    ("gelu_tanh", "a:gelu{approximate='tanh'}", lambda a: F.gelu(a, approximate="tanh"), U(-6, 6, 3, 4)),
+    ("gelu_none", "a:gelu{approximate='none'}", lambda a: F.gelu(a, approximate="none"), x34()),
+    ("gelu_none_positional", "a:gelu('none')", F.gelu, x34()),
+    ("gelu_none_tails", "a:gelu('none')", F.gelu, U(-9, 9, 4, 5)),
     ("quick_gelu", "a:quick_gelu()", lambda a: a * torch.sigmoid(1.702 * a), x34()),
     ("leaky_relu", "a:leaky_relu()", F.leaky_relu, x34()),
     ("leaky_relu_slope", "a:leaky_relu(0.2)", lambda a: F.leaky_relu(a, 0.2), x34()),
@@ -232,6 +237,7 @@ def add_cases():
   # 0-d and 0-size
   case("exp_0d", "a:exp()", torch.exp, [R()])
   case("gelu_0d", "a:gelu()", lambda a: F.gelu(a, approximate="tanh"), [R()])
+  case("gelu_none_0d", "a:gelu('none')", F.gelu, [R()])
   case("softplus_0d", "a:softplus()", tg_softplus, [R()], gatol=1e-6)
   case("exp_0size", "a:exp()", torch.exp, [R(0, 3)])
   case("relu_0size", "a:relu()", torch.relu, [R(3, 0)])
