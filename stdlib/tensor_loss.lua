@@ -5,6 +5,7 @@ local T = Tensor
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
 local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
+local function shape_str(shape) return "(" .. table.concat(shape, ", ") .. (#shape == 1 and ",)" or ")") end
 
 -- x:one_hot([num_classes=max+1]) -> int32 rows with a 1 at each id (tinygrad's dtype)
 doc("one_hot", "int32 rows with a 1 at each id (num_classes default max + 1)")
@@ -27,9 +28,33 @@ doc("binary_crossentropy", "-(y log p + (1-y) log(1-p)); reduction mean, sum or 
 def("binary_crossentropy", { "self", "Y", "reduction" }, function(self, Y, reduction)
   return reduce_loss("binary_crossentropy", -Y * self:log() - (1 - Y) * (1 - self):log(), reduction)
 end)
-doc("binary_crossentropy_logits", "binary cross-entropy of sigmoid(x), computed stably")
-def("binary_crossentropy_logits", { "self", "Y", "reduction" }, function(self, Y, reduction)
-  return reduce_loss("binary_crossentropy_logits", self:maximum(0) - Y * self + (1 + (-self:abs()):exp()):log(), reduction)
+-- x:binary_crossentropy_logits(Y [, reduction="mean", pos_weight]), as PyTorch's
+-- binary_cross_entropy_with_logits: -(pos_weight y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))).
+-- Written stably: -log sigmoid(x) = log(1 + e^-x) = max(-x, 0) + log(1 + e^-|x|), and
+-- -log(1 - sigmoid(x)) = x + that, so the loss is (1 - y) x + (1 + (pos_weight - 1) y) log(1 + e^-x).
+-- pos_weight (a Tensor or a number) weighs the positive term; a per-class Tensor broadcasts over
+-- the last dim.
+doc("binary_crossentropy_logits", "binary cross-entropy of sigmoid(x), computed stably; pos_weight (a Tensor or " ..
+  "a number, broadcast with x) weighs the positive term as PyTorch's; reduction mean, sum or none")
+def("binary_crossentropy_logits", { "self", "Y", "reduction", "pos_weight" }, function(self, Y, reduction, pos_weight)
+  local name = "binary_crossentropy_logits"
+  if pos_weight == nil then
+    return reduce_loss(name, self:maximum(0) - Y * self + (1 + (-self:abs()):exp()):log(), reduction)
+  end
+  if is_tensor(pos_weight) then
+    local ps, xs = pos_weight.shape, self.shape
+    for i = 1, math.max(#ps, #xs) do
+      local p, x = ps[#ps - i + 1] or 1, xs[#xs - i + 1] or 1
+      if p ~= x and p ~= 1 and x ~= 1 then
+        error(("%s: pos_weight of shape %s does not broadcast with the logits' shape %s"):format(name,
+          shape_str(ps), shape_str(xs)), 0)
+      end
+    end
+  elseif type(pos_weight) ~= "number" then
+    error(("%s: pos_weight must be a Tensor or a number, got %s"):format(name, type(pos_weight)), 0)
+  end
+  local softplus_neg = (-self):maximum(0) + (1 + (-self:abs()):exp()):log() -- -log sigmoid(x)
+  return reduce_loss(name, (1 - Y) * self + (1 + (pos_weight - 1) * Y) * softplus_neg, reduction)
 end)
 
 -- logits:sparse_categorical_crossentropy(Y [, ignore_index=-1, label_smoothing=0, reduction="mean"]).

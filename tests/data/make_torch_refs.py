@@ -718,6 +718,18 @@ def add_cases():
     case("cross_entropy_" + red_, "a:cross_entropy(b%s)" % rkw, lambda x, y, r=red_: tg_cross_entropy(x, y, r), [R(4, 5), I(0, 5, 4)])
     case("nll_loss_" + red_, "a:nll_loss(b%s)" % rkw, lambda x, y, r=red_: F.nll_loss(x, y, reduction=r),
          [R(4, 5), I(0, 5, 4)])
+  # pos_weight as PyTorch's binary_cross_entropy_with_logits (torch 1.13 has no gradient for pos_weight)
+  case("binary_crossentropy_logits_pos_weight", "a:binary_crossentropy_logits(b, {pos_weight=c})",
+       lambda x, y, p: F.binary_cross_entropy_with_logits(x, y, pos_weight=p), [R(3, 4), U(0, 1, 3, 4), U(0.5, 3, 4, grad=False)])
+  case("binary_crossentropy_logits_pos_weight_none_3d", "a:binary_crossentropy_logits(b, {pos_weight=c, reduction='none'})",
+       lambda x, y, p: F.binary_cross_entropy_with_logits(x, y, pos_weight=p, reduction="none"),
+       [R(2, 3, 4), U(0, 1, 2, 3, 4), U(0.5, 3, 4, grad=False)])
+  case("binary_crossentropy_logits_pos_weight_number_sum", "a:binary_crossentropy_logits(b, 'sum', 2.5)",
+       lambda x, y: F.binary_cross_entropy_with_logits(x, y, pos_weight=torch.tensor(2.5), reduction="sum"),
+       [R(3, 4), U(0, 1, 3, 4)])
+  case("binary_crossentropy_logits_pos_weight_large_logits", "a:binary_crossentropy_logits(b, {pos_weight=c, reduction='none'})",
+       lambda x, y, p: F.binary_cross_entropy_with_logits(x, y, pos_weight=p, reduction="none"),
+       [U(-60, 60, 3, 4), V([0, 1, 0.5, 1, 0, 1, 0.2, 0, 1, 1, 0, 0.7], (3, 4)), U(0.5, 3, 4, grad=False)])
   case("sparse_categorical_crossentropy_ignore_index", "a:sparse_categorical_crossentropy(b, {ignore_index=2})",
        lambda x, y: tg_sparse_ce(x, y, ignore_index=2), [R(5, 4), V([2, 0, 2, 3, 1], dtype="int32")])
   case("sparse_categorical_crossentropy_label_smoothing", "a:sparse_categorical_crossentropy(b, {label_smoothing=0.1})",
