@@ -144,6 +144,22 @@ def tg_sdpa(q, k, v, mask=None, causal=False):
     qk = qk + mask
   return torch.softmax(qk, -1) @ v
 
+def pt_sdpa(q, k, v, attn_mask=None, is_causal=False):
+  # torch 1.13 has no F.scaled_dot_product_attention: the reference implementation PyTorch 2's
+  # documentation gives for it (a bias of shape (L, S); is_causal is ones(L, S).tril(diagonal=0);
+  # a bool mask keeps the true pairs, a float mask is added), written without in-place ops so a
+  # mask may broadcast over batch and heads
+  L, S = q.size(-2), k.size(-2)
+  attn_bias = torch.zeros(L, S, dtype=q.dtype)
+  if is_causal:
+    assert attn_mask is None
+    attn_bias = attn_bias.masked_fill(torch.ones(L, S, dtype=torch.bool).tril(diagonal=0).logical_not(), -INF)
+  if attn_mask is not None:
+    if attn_mask.dtype == torch.bool: attn_bias = torch.where(attn_mask, attn_bias, torch.tensor(-INF))
+    else: attn_bias = attn_mask + attn_bias
+  attn_weight = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.size(-1))) + attn_bias
+  return torch.softmax(attn_weight, dim=-1) @ v
+
 def pad2d(x, pads, mode):
   # torch 1.13 reflect/replicate/circular pads want (N, C, H, W) for 2-d padding
   return F.pad(x[None, None], pads, mode=mode)[0, 0]
@@ -701,6 +717,27 @@ def add_cases():
        lambda q, k, v: tg_sdpa(q, k, v, mask=k.sum(-1).unsqueeze(1).detach()), [R(2, 3, 4), R(2, 5, 4), R(2, 5, 3)])
   case("sdpa_causal", "a:scaled_dot_product_attention(b, c, {is_causal=true})", lambda q, k, v: tg_sdpa(q, k, v, causal=True),
        [R(2, 4, 4), R(2, 4, 4), R(2, 4, 3)])
+  # PyTorch's conventions, against pt_sdpa: is_causal is ones(Lq, Lk).tril(0) also when Lq != Lk;
+  # a bool mask (true = takes part) or a float mask (added, and given a gradient) broadcasts to
+  # (..., Lq, Lk). Bool masks are explicit so that no row is all false (a NaN row in torch too).
+  case("sdpa_causal_lq_lt_lk", "a:scaled_dot_product_attention(b, c, {is_causal=true})",
+       lambda q, k, v: pt_sdpa(q, k, v, is_causal=True), [R(2, 3, 4), R(2, 5, 4), R(2, 5, 3)])
+  case("sdpa_causal_lq_gt_lk", "a:scaled_dot_product_attention(b, c, {is_causal=true})",
+       lambda q, k, v: pt_sdpa(q, k, v, is_causal=True), [R(2, 5, 4), R(2, 3, 4), R(2, 3, 3)])
+  case("sdpa_causal_heads_positional", "a:scaled_dot_product_attention(b, c, nil, 0, true)",
+       lambda q, k, v: pt_sdpa(q, k, v, is_causal=True), [R(2, 2, 4, 3), R(2, 2, 4, 3), R(2, 2, 4, 5)])
+  case("sdpa_bool_mask_2d", "a:scaled_dot_product_attention(b, c, {attn_mask=d})",
+       lambda q, k, v, m: pt_sdpa(q, k, v, attn_mask=m),
+       [R(2, 3, 4), R(2, 5, 4), R(2, 5, 3), V([1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1], (3, 5), dtype="bool")])
+  case("sdpa_bool_mask_key_padding", "a:scaled_dot_product_attention(b, c, {attn_mask=d})",
+       lambda q, k, v, m: pt_sdpa(q, k, v, attn_mask=m),
+       [R(2, 2, 3, 4), R(2, 2, 5, 4), R(2, 2, 5, 3), V([1, 1, 1, 0, 0, 1, 1, 1, 1, 1], (2, 1, 1, 5), dtype="bool")])
+  case("sdpa_float_mask_grad", "a:scaled_dot_product_attention(b, c, {attn_mask=d})",
+       lambda q, k, v, m: pt_sdpa(q, k, v, attn_mask=m), [R(2, 3, 4), R(2, 5, 4), R(2, 5, 3), R(3, 5)])
+  case("sdpa_float_mask_heads_inf", "a:scaled_dot_product_attention(b, c, {attn_mask=d})",
+       lambda q, k, v, m: pt_sdpa(q, k, v, attn_mask=m),
+       [R(2, 2, 3, 4), R(2, 2, 4, 4), R(2, 2, 4, 3),
+        V([0, -INF, 0.5, -1, 2, 0, -INF, -INF, -3, 1, 0, 0.25, 0, 0, 0, 0, -INF, 1.5, 0, 0, 1, -INF, -INF, -INF], (2, 1, 3, 4))])
 
   # ------------------------------------------------------------ losses
   for red_ in ["mean", "sum", "none"]:
