@@ -65,6 +65,27 @@ test("scalar and type errors", function()
   errors(function() a[{ 0, 5 }] = 2 end, "index 5")
 end)
 
+test("gelu, binary_crossentropy_logits and attention options name what is wrong", function()
+  errors(function() return a:gelu("erf") end, "gelu", "approximate", "'none'", "'tanh'", "'erf'")
+  errors(function() return a:gelu { approximate = true } end, "approximate", "true")
+  local x, y = Tensor.randn(2, 4), Tensor.rand(2, 4)
+  errors(function() return x:binary_crossentropy_logits(y, { pos_weight = Tensor { 1, 2, 3 } }) end,
+    "pos_weight", "(3,)", "(2, 4)")
+  errors(function() return x:binary_crossentropy_logits(y, { pos_weight = "2" }) end, "pos_weight", "string")
+  local q, k, v = Tensor.randn(2, 3, 4), Tensor.randn(2, 5, 4), Tensor.randn(2, 5, 3)
+  local sdpa = function(...) return q:scaled_dot_product_attention(...) end
+  errors(function() return sdpa(k, v, { attn_mask = Tensor.ones(3, 4, { dtype = "bool" }) }) end,
+    "attn_mask", "(3, 4)", "(2, 3, 5)")
+  errors(function() return sdpa(k, v, { attn_mask = Tensor.zeros(4, 3, 5) }) end, "attn_mask", "(4, 3, 5)", "(2, 3, 5)")
+  errors(function() return sdpa(k, v, { attn_mask = Tensor.ones(3, 5, { dtype = "bool" }), is_causal = true }) end,
+    "attn_mask", "is_causal")
+  errors(function() return sdpa(k, v, { attn_mask = Tensor.ones(3, 5, { dtype = "int32" }) }) end, "attn_mask", "int32")
+  errors(function() return sdpa(k, v, { is_causal = 1 }) end, "is_causal", "number")
+  errors(function() return sdpa(v, v) end, "query", "(2, 3, 4)", "(2, 5, 3)")
+  errors(function() return sdpa(k, q) end, "key", "value", "(2, 5, 4)", "(2, 3, 4)")
+  errors(function() return sdpa(k) end, "value", "nil")
+end)
+
 test("Context restores settings after an error", function()
   local before = getdebug()
   errors(function() Context({ DEBUG = 2 }, function() error("inner failure") end) end, "inner failure")
