@@ -1,6 +1,8 @@
 // The Lua state: shared binding helpers, the small globals (dtypes, GlobalCounters, Context,
 // Device, setdebug) and running chunks with clear error messages.
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include "interp/lua_state.h"
 
 #include <algorithm>
@@ -400,9 +402,12 @@ void open_stdlib(lua_State* L) {
     const EmbeddedModule& m = kEmbeddedModules[i];
     std::string chunk = std::string("@stdlib/") + m.name + ".lua";
     // MG_STDLIB_DIR: edit stdlib/*.lua and rerun without rebuilding (CONTRIBUTING.md)
-    if (const char* dir = std::getenv("MG_STDLIB_DIR")) {
+    if (const char* dir = std::getenv("MG_STDLIB_DIR")) { // named as the embedded copy is
       std::string path = std::string(dir) + "/" + m.name + ".lua";
-      if (luaL_loadfile(L, path.c_str()) != LUA_OK) lua_error(L);
+      std::ifstream f(path, std::ios::binary);
+      if (!f) luaL_error(L, "MG_STDLIB_DIR: cannot read %s", path.c_str());
+      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (luaL_loadbuffer(L, text.data(), text.size(), chunk.c_str()) != LUA_OK) lua_error(L);
     } else if (luaL_loadbuffer(L, m.source, m.size, chunk.c_str()) != LUA_OK) {
       lua_error(L);
     }
