@@ -3,8 +3,9 @@
 # PyTorch 1.13): the same model, data, batches and schedule, each side trained from scratch at 1
 # thread and at 2 (MG_THREADS and torch.set_num_threads). Prints the median step time, the
 # validation loss after the run and greedy generation with a KV cache, with the ratios.
-#   bench/gpt.sh [STEPS]   STEPS defaults to 2000 (nanoGPT's run: about 6 minutes for moongrad, 2.5 for PyTorch, at 1 thread
-#                          on the 2-vCPU machine the figures in README.md come from); 300 is a quick look
+#   bench/gpt.sh [STEPS]   STEPS defaults to 2000, nanoGPT's run: at 1 thread about 6 minutes for
+#                          moongrad and 2.5 for PyTorch on the 2-vCPU machine of README.md's
+#                          figures; 300 is a quick look
 # MG=path/to/moongrad picks the binary (default: ./setup.sh, then build/moongrad).
 set -euo pipefail
 cd "$(dirname "$0")/.."

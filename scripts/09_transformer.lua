@@ -141,11 +141,14 @@ function Attention:forward(x, cache, pos)
   return self.proj(y:transpose(1, 2):reshape(B, T, C))
 end
 
+-- As nanoGPT's train.py (bias=False), the linear layers have no bias; the LayerNorms keep theirs
+-- (nn.LayerNorm, as PyTorch 1.13's). gelu is tinygrad's tanh form (bench/gpt.py uses the same).
 local Block = nn.class("Block")
 function Block:init(c)
   self.ln1, self.attn = nn.LayerNorm(c.n_embd), Attention(c)
   self.ln2 = nn.LayerNorm(c.n_embd)
-  self.fc, self.fc_proj = nn.Linear(c.n_embd, 4 * c.n_embd, { bias = false }), nn.Linear(4 * c.n_embd, c.n_embd, { bias = false })
+  self.fc = nn.Linear(c.n_embd, 4 * c.n_embd, { bias = false })
+  self.fc_proj = nn.Linear(4 * c.n_embd, c.n_embd, { bias = false })
 end
 function Block:forward(x, cache, pos)
   x = x + self.attn(self.ln1(x), cache, pos)                -- pre-norm attention, residual
@@ -188,7 +191,9 @@ print(("block %d, %d layers, %d heads, width %d, vocabulary %d"):format(cfg.bloc
 print(("%d parameter tensors, %d numbers (%d matrices, weight-decayed; %d norm vectors, not)"):format(#params,
   n_params, #decay, #no_decay))
 local C = cfg.n_embd
-assert(#decay == 2 + 4 * cfg.n_layer and n_params == (cfg.vocab + cfg.block) * C + cfg.n_layer * (12 * C * C + 4 * C) + 2 * C)
+-- embeddings; per block qkv 3C^2, proj C^2, MLP 8C^2 and two LayerNorms 4C; the last LayerNorm
+assert(#decay == 2 + 4 * cfg.n_layer and
+  n_params == (cfg.vocab + cfg.block) * C + cfg.n_layer * (12 * C * C + 4 * C) + 2 * C)
 
 ------------------------------------------------------------------------------
 lesson.section(("3. Training: %d steps of %d x %d characters"):format(opts.steps, cfg.batch, cfg.block))
@@ -284,13 +289,18 @@ if opts.max_loss then
   print(("(below %g, as this run requires)"):format(opts.max_loss))
 end
 
-local file = os.tmpname() .. ".safetensors"
-state.safe_save(state.get_state_dict(model), file)
+local base = os.tmpname()
+local file = base .. ".safetensors"
+local sd = state.get_state_dict(model)
+state.safe_save(sd, file)
+local n_saved, size = 0, io.open(file, "rb"):seek("end")
+for _ in pairs(sd) do n_saved = n_saved + 1 end
 local fresh = GPT(cfg)
 state.load_state_dict(fresh, state.safe_load(file))
 os.remove(file)
+os.remove(base)
 local val_again = evaluate(fresh, "val")
-print(("saved, reloaded into a fresh GPT: val loss %.4f"):format(val_again))
+print(("saved %d tensors (%d bytes), reloaded into a fresh GPT: val loss %.4f"):format(n_saved, size, val_again))
 assert(val_again == val_loss, ("the reloaded model's val loss %.6f differs from the trained one's %.6f"):format(val_again,
   val_loss))
 
