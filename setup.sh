@@ -11,6 +11,7 @@ PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-
           libstb-dev # image files (interp/bind_image.cpp)
           imagemagick fonts-dejavu-core # Project 8's image of printed text, drawn once here
           dataset-fashion-mnist
+          bible-kjv # Project 9's text: the King James Bible, written once to data/bible/kjv.txt (below)
           # the CL device (OpenCL on PoCL) and the VULKAN device (lavapipe, glslang, SPIRV-Tools)
           pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
           libvulkan-dev mesa-vulkan-drivers glslang-dev spirv-tools
@@ -79,4 +80,11 @@ if [ ! -f data/ocr/text.png ] || [ ! -f data/ocr/text.txt ]; then
   printf '%s\n%s\n' "$line1" "$line2" > data/ocr/text.tmp.txt
   mv data/ocr/text.tmp.png data/ocr/text.png
   mv data/ocr/text.tmp.txt data/ocr/text.txt
+fi
+# Project 9's text (scripts/09_transformer.lua, bench/gpt.py): the King James Bible from the package
+# bible-kjv, Genesis 1:1 to Revelation 22:21 as its `bible` command prints it (4.3 MB, 73 distinct bytes)
+if [ ! -f data/bible/kjv.txt ]; then
+  mkdir -p data/bible
+  bible gen1:1-rev22:21 > data/bible/kjv.tmp.txt
+  mv data/bible/kjv.tmp.txt data/bible/kjv.txt
 fi

@@ -32,18 +32,29 @@ end
 function Optimizer:get_lr() return self.lr:item() end
 function Optimizer:set_lr(v) self.lr:assign(Tensor({ v }, "float32")):realize() end
 
+-- schedule_step(): builds every update and assigns it, without realizing; returns the tensors
+-- a step must realize (the parameters that had a gradient, then the optimizer state) and how
+-- many parameters those are. step() realizes them; an OptimizerGroup realizes its members' at once.
+function Optimizer:schedule_step()
+  local out = {}
+  for i, p in ipairs(self.params) do
+    if p.grad then
+      self:update(i, p, p.grad:detach())
+      out[#out + 1] = p
+    end
+  end
+  local n = #out
+  for _, t in ipairs(self.state) do out[#out + 1] = t end
+  return out, n
+end
+
 -- step(...): applies the update; tensors passed in (the loss, ...) are realized in the same
 -- schedule, so their values come from the same forward pass.
 function Optimizer:step(...)
   local realize = { ... }
-  for i, p in ipairs(self.params) do
-    if p.grad then
-      self:update(i, p, p.grad:detach())
-      realize[#realize + 1] = p
-    end
-  end
-  assert(#realize > #{ ... }, "step(): no parameter has a gradient (call loss:backward() first)")
-  for _, t in ipairs(self.state) do realize[#realize + 1] = t end
+  local todo, n = self:schedule_step()
+  assert(n > 0, "step(): no parameter has a gradient (call loss:backward() first)")
+  for _, t in ipairs(todo) do realize[#realize + 1] = t end
   for _, t in ipairs(nn and nn.take_pending() or {}) do realize[#realize + 1] = t end
   Tensor.realize_all(realize)
   self:zero_grad()
@@ -103,10 +114,10 @@ optim.LAMB = args.options("optim.LAMB", { "params" }, adam_opts, function(params
 optim.Adam = args.options("optim.Adam", { "params" }, adam_opts, function(params, o) return lamb(params, o, true, 1e-8, 0) end)
 optim.AdamW = args.options("optim.AdamW", { "params" }, adam_opts, function(params, o) return lamb(params, o, true, 1e-8, 0.01) end)
 
-function LAMB:step(...)
+function LAMB:schedule_step()
   self.b1_t:assign(self.b1_t * self.b1)
   self.b2_t:assign(self.b2_t * self.b2)
-  return Optimizer.step(self, ...)
+  return Optimizer.schedule_step(self)
 end
 
 function LAMB:update(i, p, g)
@@ -123,6 +134,65 @@ function LAMB:update(i, p, g)
     r = r1:gt(0):where(r2:gt(0):where(r1 / r2, 1.0), 1.0)
   end
   p:assign(p:detach() - up * r * self.lr)
+end
+
+-- ---------------------------------------------------------------- groups, gradient clipping
+
+-- optim.OptimizerGroup(opt1, opt2, ...): several optimizers stepped as one, as tinygrad's
+-- OptimizerGroup (PyTorch's parameter groups): e.g. AdamW with weight decay on the matrices and
+-- without on the biases and norms. step() realizes every member's update in one schedule;
+-- set_lr sets every member's learning rate; group[i] is the i-th optimizer.
+local OptimizerGroup = {}
+OptimizerGroup.__index = function(self, k)
+  if math.type(k) == "integer" then return rawget(self, "optimizers")[k] end
+  return OptimizerGroup[k]
+end
+optim.OptimizerGroup = OptimizerGroup
+setmetatable(OptimizerGroup, { __index = Optimizer, __call = function(cls, ...)
+  local opts = { ... }
+  assert(#opts > 0, "OptimizerGroup needs at least one optimizer")
+  local self = setmetatable({ optimizers = opts, params = {}, state = {} }, cls)
+  for i, o in ipairs(opts) do
+    assert(type(o) == "table" and o.schedule_step, ("OptimizerGroup: argument %d is not an optimizer"):format(i))
+    for _, p in ipairs(o.params) do self.params[#self.params + 1] = p end
+    for _, t in ipairs(o.state) do self.state[#self.state + 1] = t end
+  end
+  self.lr = opts[1].lr
+  return self
+end })
+function OptimizerGroup:schedule_step()
+  local out, n = {}, 0
+  for _, o in ipairs(self.optimizers) do
+    local todo, k = o:schedule_step()
+    for _, t in ipairs(todo) do out[#out + 1] = t end
+    n = n + k
+  end
+  return out, n
+end
+function OptimizerGroup:set_lr(v) for _, o in ipairs(self.optimizers) do o:set_lr(v) end end
+function OptimizerGroup:zero_grad() for _, o in ipairs(self.optimizers) do o:zero_grad() end end
+
+-- optim.clip_grad_norm(params, max_norm): scales every gradient by min(1, max_norm / (norm +
+-- 1e-6)), where norm is the L2 norm of all the gradients together (PyTorch's
+-- torch.nn.utils.clip_grad_norm_). Lazy, like the gradients: call it between backward() and
+-- step(), and the scaling fuses into the update (a jitted step replays it). Returns the norm
+-- before clipping, a 0-d tensor.
+function optim.clip_grad_norm(params, max_norm)
+  assert(type(max_norm) == "number" and max_norm > 0, "clip_grad_norm: max_norm must be a positive number")
+  local sq
+  for _, p in ipairs(params) do
+    if p.grad then
+      local s = p.grad:square():sum()
+      sq = sq and sq + s or s
+    end
+  end
+  assert(sq, "clip_grad_norm: no parameter has a gradient (call loss:backward() first)")
+  local norm = sq:sqrt()
+  local scale = (max_norm / (norm + 1e-6)):minimum(1)
+  for _, p in ipairs(params) do
+    if p.grad then p.grad = p.grad * scale end
+  end
+  return norm
 end
 
 -- ---------------------------------------------------------------- learning-rate schedules

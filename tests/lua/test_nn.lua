@@ -294,6 +294,41 @@ test("Adam, AdamW and LAMB: three steps", function()
   end
 end)
 
+test("OptimizerGroup: each member's own update (AdamW with and without decay), one step", function()
+  local p, q = Tensor { 1.0, -2.0, 0.5 }, Tensor { 1.0, -2.0, 0.5 }
+  p.requires_grad, q.requires_grad = true, true
+  local g = Tensor { 0.3, -0.1, 2.0 }
+  local opt = optim.OptimizerGroup(optim.AdamW({ p }, { lr = 0.01, weight_decay = 0.1 }),
+    optim.AdamW({ q }, { lr = 0.01, weight_decay = 0 }))
+  assert(opt[1].wd == 0.1 and opt[2].wd == 0 and #opt.params == 2)
+  local wp, wq = adam_ref(0.01, 0.9, 0.999, 1e-8, 0.1, 3), adam_ref(0.01, 0.9, 0.999, 1e-8, 0, 3)
+  for s = 1, 3 do
+    ((p * g):sum() + (q * g):sum()):backward()
+    opt:step()
+    H.same(p:tolist(), wp[s], 1e-5, "decayed, step " .. s)
+    H.same(q:tolist(), wq[s], 1e-5, "not decayed, step " .. s)
+  end
+  opt:set_lr(0.003)
+  assert(math.abs(opt[1]:get_lr() - 0.003) < 1e-9 and math.abs(opt[2]:get_lr() - 0.003) < 1e-9)
+  H.errors(function() opt:step() end, "no parameter has a gradient")
+end)
+
+test("clip_grad_norm: every gradient scaled by max_norm / the global norm, none when below", function()
+  local a, b = Tensor { { 3.0, 0.0 }, { 0.0, 4.0 } }, Tensor { 12.0 }
+  a.requires_grad, b.requires_grad = true, true
+  ((a * a):sum() / 2 + (b * b):sum() / 2):backward() -- grads = the values: norm sqrt(9+16+144) = 13
+  local norm = optim.clip_grad_norm({ a, b }, 1.0)
+  H.same(norm:item(), 13.0, 1e-5)
+  local s = 1 / (13 + 1e-6)
+  H.same(a.grad:tolist(), { { 3 * s, 0 }, { 0, 4 * s } }, 1e-6)
+  H.same(b.grad:tolist(), { 12 * s }, 1e-6)
+  a.grad, b.grad = nil, nil;
+  ((a * a):sum() / 2 + (b * b):sum() / 2):backward()
+  optim.clip_grad_norm({ a, b }, 100.0)
+  H.same(b.grad:tolist(), { 12.0 }, 1e-6)
+  H.errors(function() optim.clip_grad_norm({ Tensor { 1.0 } }, 1.0) end, "no parameter has a gradient")
+end)
+
 test("the learning rate is a tensor: changing it compiles no new kernels", function()
   local p = Tensor { 1.0, 2.0 }
   p.requires_grad = true
