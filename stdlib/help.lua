@@ -36,6 +36,12 @@ Errors name what is wrong: the file (the checker's message), an op without a han
 the node, how many nodes use it), a missing, extra or misshaped input (with what the model takes).]],
 }
 
+-- Globals besides Tensor: name -> {signature, doc}
+M.globals = {
+  TinyJit = { "local f = TinyJit(fn); f(x, ...)", "the first call runs fn, the second captures its kernels, later calls replay them on the new inputs' buffers (no Lua, no scheduling); tensor arguments may change values, not shapes or dtypes; the returned tensors are the same objects each call, rewritten" },
+  Context = { "Context({DEBUG=2, BEAM=2, NOOPT=1, DEV='LLVM'}, fn)", "runs fn with those settings, then restores them" },
+}
+
 -- Tensor methods and constructors: name -> doc, or {signature, doc}. Each doc lives beside its
 -- method's definition in stdlib/tensor*.lua (args.doc). Without a signature, :help builds one
 -- from the parameter names the function was declared with (stdlib/args.lua), so it cannot drift

@@ -269,7 +269,7 @@ function show.help(name)
       return
     end
   end
-  local d = h.tensor[key] or h.fields[key]
+  local d = h.globals[key] or h.tensor[key] or h.fields[key]
   if not d then
     error(("no help for '%s' (try :help for the commands, or a Tensor method such as :help relu)"):format(
       tostring(name)), 2)
