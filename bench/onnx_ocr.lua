@@ -2,16 +2,15 @@
 -- import beside ONNX Runtime (npm's onnxruntime-node, tools/ort_run.js) at the same thread count,
 -- on the same inputs in the same run. Median wall time of 10 runs after 3 warm-ups; moongrad's
 -- time is a whole m{...}:realize(): building the graph, scheduling and the kernels.
---   MG_THREADS=1 build/moongrad bench/onnx_ocr.lua      (bench/onnx_ocr.sh runs 1 and every core)
+--   MG_THREADS=1 build/moongrad bench/onnx_ocr.lua      (bench/run.sh runs 1 and every core)
 --   BEAM=2 ... for kernels tuned by BEAM search (its cache in ~/.cache/moongrad)
 -- Prints two lines per model, plain and under TinyJit:
 --   "det  moongrad TinyJit 95.1 ms  ORT 34.0 ms  speed ratio 0.36x (threads 1)"
 local ocr = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/ocr_pipeline.lua")
-local state = require "state"
 assert(ocr.have_ort(), "ONNX Runtime for Node is missing: run ./setup.sh")
 
-local threads = tonumber(os.getenv("MG_THREADS") or "") or 2
-local root = (arg[0]:match("^(.*/)") or "./") .. "../"
+-- ONNX Runtime runs at moongrad's thread count: MG_THREADS, else every core (as the engine does)
+local threads = tonumber(os.getenv("MG_THREADS") or "") or select(2, Device.machine()).cores
 local RUNS, WARM = 10, 3
 Tensor.manual_seed(0)
 
@@ -21,15 +20,8 @@ local function median(t)
 end
 
 local function ort_ms(kind, x)
-  local tmp = os.tmpname()
-  state.safe_save({ x = x }, tmp .. ".in")
-  local cmd = ("node '%stools/ort_run.js' '%s' '%s.in' '%s.out' --threads %d --bench %d"):format(root,
-    ocr.models[kind], tmp, tmp, threads, RUNS)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  for _, f in ipairs({ tmp, tmp .. ".in", tmp .. ".out" }) do os.remove(f) end
-  return tonumber(out:match("ort_ms ([%d.]+)")) or error("ONNX Runtime printed no time: " .. out)
+  local _, ms = ocr.ort(kind, x, threads, RUNS)
+  return ms or error("ONNX Runtime printed no time")
 end
 
 -- jit: the call under TinyJit, which replays the captured kernels (no graph building, no scheduling)

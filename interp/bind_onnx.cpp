@@ -6,6 +6,7 @@
 //                                         SequenceProto (a list) or OptionalProto (the value or nil)
 //   load(path)         -> model table     {producer=, ir_version=, opset={[domain]=version},
 //                                          graph={name=, inputs=, outputs=, initializers=, nodes=}}
+//   dtype(code [, what]) -> name          a TensorProto element type as a dtype name
 //   Strings                               the metatable of string tensors
 // A graph's inputs and outputs are {name=, kind=, dtype=, shape={dim or "N", ...}, elem=} (a
 // symbolic dim as its name, an unknown one as "?"; a sequence's or optional's element type as
@@ -13,6 +14,7 @@
 // attribute values as Lua numbers, strings, lists, Tensors, graphs or type tables. A tensor of
 // strings is a Lua list with its shape (moongrad's dtypes have no strings). Weights stored in
 // external data files are read from the model's folder.
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -102,12 +104,19 @@ std::string typed_bytes(const onnx::TensorProto& t, DType d, int64_t n, const st
 // The bytes of a tensor stored outside the model (data_location EXTERNAL): the file named by
 // `location`, relative to the model's folder, from `offset`, `length` bytes (all of it if absent).
 std::string external_bytes(const onnx::TensorProto& t, const std::string& dir, const std::string& what) {
+  auto number = [&](const std::string& key, const std::string& v) {
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || end != v.data() + v.size() || n < 0)
+      throw std::invalid_argument(what + ": external data " + key + " '" + v + "' is not a byte count");
+    return n;
+  };
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    if (kv.key() == "offset") offset = std::stoll(kv.value());
-    if (kv.key() == "length") length = std::stoll(kv.value());
+    if (kv.key() == "offset") offset = number("offset", kv.value());
+    if (kv.key() == "length") length = number("length", kv.value());
   }
   if (location.empty()) throw std::invalid_argument(what + ": external data without a location");
   if (location[0] == '/' || location.find("..") != std::string::npos)
@@ -383,6 +392,13 @@ void push_optional(lua_State* L, const onnx::OptionalProto& o, const std::string
 
 // read_value(path, kind): the .pb file as a TensorProto ("tensor"), SequenceProto ("sequence") or
 // OptionalProto ("optional"); the file does not say which, the model's input or output type does.
+// dtype(code, what) -> the dtype name of a TensorProto element type (a Cast's `to`), or an error
+int onnx_dtype(lua_State* L) {
+  std::string what = luaL_optstring(L, 2, "element type");
+  lua_pushstring(L, name(dtype_of(static_cast<int>(luaL_checkinteger(L, 1)), what)));
+  return 1;
+}
+
 int onnx_read_value(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
   std::string kind = luaL_optstring(L, 2, "tensor");
@@ -442,7 +458,8 @@ int onnx_load(lua_State* L) {
   return 1;
 }
 
-const Binding kOnnxFns[] = {{"onnx.read_value", onnx_read_value}, {"onnx.load", onnx_load}};
+const Binding kOnnxFns[] = {
+    {"onnx.read_value", onnx_read_value}, {"onnx.load", onnx_load}, {"onnx.dtype", onnx_dtype}};
 
 } // namespace
 

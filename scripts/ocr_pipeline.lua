@@ -31,21 +31,25 @@ function ocr.moongrad_runner(opts)
   end
 end
 
--- ONNX Runtime through Node: the input written to a safetensors file, the output read back
-function ocr.ort_runner(threads)
+-- ONNX Runtime through Node on one input (written to a safetensors file, the output read back):
+-- the model's output, and with runs > 0 also the median time of that many runs in ms
+function ocr.ort(kind, x, threads, runs)
   local tmp = os.tmpname()
-  return function(kind, x)
-    state.safe_save({ x = x:contiguous() }, tmp .. ".in")
-    local cmd = ("node '%stools/ort_run.js' '%s' '%s.in' '%s.out' --threads %d"):format(root, ocr.models[kind], tmp, tmp,
-      threads or 1)
-    if not os.execute(cmd) then error("ocr: ONNX Runtime failed: " .. cmd, 0) end
-    local outs = state.safe_load(tmp .. ".out")
-    os.remove(tmp .. ".in")
-    os.remove(tmp .. ".out")
-    os.remove(tmp)
-    local _, y = next(outs)
-    return y
-  end
+  state.safe_save({ x = x:contiguous() }, tmp .. ".in")
+  local cmd = ("node '%stools/ort_run.js' '%s' '%s.in' '%s.out' --threads %d --bench %d"):format(root, ocr.models[kind],
+    tmp, tmp, threads or 1, runs or 0)
+  local p = io.popen(cmd)
+  local printed = p:read("a")
+  local ok = p:close()
+  local outs = ok and state.safe_load(tmp .. ".out")
+  for _, f in ipairs({ tmp, tmp .. ".in", tmp .. ".out" }) do os.remove(f) end
+  if not ok then error("ocr: ONNX Runtime failed: " .. cmd, 0) end
+  local _, y = next(outs)
+  return y, tonumber(printed:match("ort_ms ([%d.]+)"))
+end
+
+function ocr.ort_runner(threads)
+  return function(kind, x) return (ocr.ort(kind, x, threads)) end
 end
 
 -- whether ONNX Runtime for Node is installed (./setup.sh puts it in data/npm)

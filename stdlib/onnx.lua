@@ -17,8 +17,7 @@ onnx.NONE = setmetatable({}, { __name = "onnx.NONE", __tostring = function() ret
 function onnx.sequence(list) return setmetatable(list or {}, onnx.Sequence) end
 -- A string tensor (moongrad's dtypes have no strings): a Lua list of the strings in row-major
 -- order, its `shape` a field, its metatable onnx.Strings
-onnx.Strings = C.Strings
-onnx.Strings.__name = "onnx.Strings"
+onnx.Strings = C.Strings -- made in C, which gives string tensors to Lua
 function onnx.strings(list, shape)
   list.shape = shape or { #list }
   return setmetatable(list, onnx.Strings)
@@ -42,18 +41,15 @@ end
 function onnx.read_value(path, type) return as_value(C.read_value(path, type and type.kind), type) end
 function onnx.read_tensor(path) return C.read_value(path, "tensor") end
 
--- TensorProto.DataType -> dtype
-local DTYPES = { [1] = "float32", [2] = "uint8", [3] = "int8", [4] = "uint16", [5] = "int16", [6] = "int32",
-  [7] = "int64", [9] = "bool", [10] = "float16", [11] = "float64", [12] = "uint32", [13] = "uint64",
-  [16] = "bfloat16" }
+-- TensorProto.DataType -> dtype, as interp/bind_onnx.cpp maps them
 local function dtype_of(code, what)
-  return DTYPES[code] or error(("onnx: %s: element type %s is not supported"):format(what, tostring(code)), 0)
+  local ok, name = pcall(C.dtype, code, what)
+  if not ok then error("onnx: " .. tostring(name):gsub("^onnx%.dtype: ", ""), 0) end
+  return name
 end
 
 local function ints(t) -- a 1-d int tensor (a shape, axes) as a Lua list
-  if t == nil then return nil end
-  local l = t:reshape(-1):tolist()
-  return l
+  return t and t:reshape(-1):tolist()
 end
 local function axis_of(a, nd) return a < 0 and a + nd or a end
 local function axes_list(list, nd) -- ONNX axes (any sign) as 0-based non-negative, sorted
@@ -122,12 +118,8 @@ end
 -- fn(...) with device as the default device (lazy constants and file data land there)
 local function on_device(device, fn, ...)
   if device == nil then return fn(...) end
-  local prev = Device.DEFAULT
-  Device.DEFAULT = device
-  local r = table.pack(pcall(fn, ...))
-  Device.DEFAULT = prev
-  if not r[1] then error(r[2], 0) end
-  return table.unpack(r, 2, r.n)
+  local args = table.pack(...)
+  return Context({ DEV = device }, function() return fn(table.unpack(args, 1, args.n)) end)
 end
 
 local function names_of(list)
