@@ -27,13 +27,6 @@ using Rule = std::function<Grads(const Tensor& g, const UOpRef& ret)>;
 Tensor src(const UOpRef& u, size_t i) { return Tensor(u->src[i]); }
 Tensor like(const Tensor& t, double v) { return Tensor::full(t.shape(), v, t.dtype()); }
 
-std::vector<std::pair<int64_t, int64_t>> pairs(const std::vector<int64_t>& flat) {
-  std::vector<std::pair<int64_t, int64_t>> p;
-  for (size_t i = 0; i + 1 < flat.size(); i += 2)
-    p.push_back({flat[i], flat[i + 1]});
-  return p;
-}
-
 // The gradient rules, one per differentiable primitive. Elementwise ops see operands of the
 // same shape (broadcasting is an EXPAND in the graph), so only EXPAND has to sum.
 const std::unordered_map<Ops, Rule>& rules() {
@@ -176,14 +169,14 @@ const std::unordered_map<Ops, Rule>& rules() {
        }},
       {Ops::PAD,
        [](const Tensor& g, const UOpRef& u) {
-         auto p = pairs(std::get<std::vector<int64_t>>(u->arg));
+         auto p = unflatten_pairs(u->sarg());
          for (size_t i = 0; i < p.size(); i++)
            p[i] = {p[i].first, u->shape[i] - p[i].second};
          return Grads{g.shrink(p)};
        }},
       {Ops::SHRINK,
        [](const Tensor& g, const UOpRef& u) {
-         auto p = pairs(std::get<std::vector<int64_t>>(u->arg));
+         auto p = int_pairs(unflatten_pairs(u->sarg()));
          for (size_t i = 0; i < p.size(); i++)
            p[i] = {p[i].first, u->src[0]->shape[i] - p[i].second};
          return Grads{g.pad(p)};

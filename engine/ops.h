@@ -23,6 +23,7 @@ namespace mg {
   X(CONTIGUOUS,    Meta,     kAny, false, Src0,  None) /* an assign carries a unique tag as src[1] */         \
   X(DETACH,        Meta,     1,    false, Src0,  None)                                                       \
   X(CUSTOM_GRAD,   Meta,     kAny, false, Src0,  None) /* src[0]'s value; src[1..] get gradients from a registered function */ \
+  X(BIND,          Meta,     2,    false, Src0,  None) /* a Variable (src[0], a DEFINE_VAR) given a value (src[1], a CONST) */ \
   X(REALIZED,      Meta,     2,    false, Src0,  None) /* src[0]: the buffer view holding the value; src[1]: the graph it came from (gradients flow there) */ \
   /* elementwise: unary */                                                                                   \
   X(EXP2,          Unary,    1,    false, Src0,  None)                                                       \
@@ -65,6 +66,7 @@ namespace mg {
   /* kernel AST and lowered program */                                                                       \
   X(VIEW,          Kernel,   0,    false, Given, None)                                                       \
   X(DEFINE_GLOBAL, Kernel,   0,    false, Given, None)                                                       \
+  X(DEFINE_VAR,    Kernel,   kAny, false, Given, None) /* a Variable, arg VarArg; lowered: src[0] loads its value */ \
   X(LOAD,          Kernel,   kAny, false, Given, None) /* src: the buffer and its view, or an INDEX (and a barrier) */ \
   X(STORE,         Kernel,   kAny, false, Given, None)                                                       \
   X(INDEX,         Kernel,   kAny, false, Given, None) /* buffer, index (, gate) */                           \

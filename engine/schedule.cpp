@@ -93,8 +93,8 @@ const PatternMatcher& split_reduce_rules() {
          if (!loads) return nullptr;
          const ReduceArg& ra = r->rarg();
          for (int64_t i : ra.axes)
-           for (int64_t d = std::min<int64_t>(256, (int64_t(1) << 22) / out); d >= 8;
-                d--) { // <= 2^22 partials
+           for (int64_t d = x->shape[i].is_const() ? std::min<int64_t>(256, (int64_t(1) << 22) / out) : 0; d >= 8;
+                d--) { // <= 2^22 partials (a symbolic axis is not split)
              if (x->shape[i] % d) continue;
              Shape split = x->shape;
              split[i] = d;

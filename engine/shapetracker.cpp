@@ -13,7 +13,7 @@ std::vector<int64_t> strides_for_shape(const Shape& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = shape[i] == 1 ? 0 : acc;
-    acc *= shape[i];
+    acc *= shape[i].vmax();
   }
   return st;
 }
@@ -22,14 +22,28 @@ UOpRef view_uop(const ShapeTracker& st) {
   return UOp::make(Ops::VIEW, DType::Void, {}, std::make_shared<const ShapeTracker>(st));
 }
 
-std::vector<std::pair<int64_t, int64_t>> unflatten_pairs(const std::vector<int64_t>& v) {
-  std::vector<std::pair<int64_t, int64_t>> r;
+std::vector<std::pair<sint, sint>> unflatten_pairs(const Shape& v) {
+  std::vector<std::pair<sint, sint>> r;
   for (size_t i = 0; i + 1 < v.size(); i += 2)
     r.emplace_back(v[i], v[i + 1]);
   return r;
 }
+std::vector<std::pair<int64_t, int64_t>> int_pairs(const std::vector<std::pair<sint, sint>>& p) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (auto& [a, b] : p)
+    r.emplace_back(a.value(), b.value());
+  return r;
+}
 
-View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int64_t offset,
+namespace {
+void no_symbolic_mask(const Shape& s, const char* what) {
+  if (is_symbolic(s))
+    throw std::runtime_error(std::string(what) + " of a view with a symbolic size " + shape_str(s) +
+                             " needs a mask, which moongrad keeps in numbers: not supported yet");
+}
+} // namespace
+
+View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, sint offset,
                   std::optional<Mask> mask) {
   View v;
   v.shape = std::move(shape);
@@ -38,6 +52,7 @@ View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int6
   for (size_t i = 0; i < v.shape.size(); i++)
     if (v.shape[i] == 1) v.strides[i] = 0;
   if (mask) {
+    no_symbolic_mask(v.shape, "masking");
     bool empty = false, full = true;
     for (size_t i = 0; i < v.shape.size(); i++) {
       auto [lo, hi] = (*mask)[i];
@@ -55,7 +70,7 @@ View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int6
       // a dim whose mask admits one index needs no stride: fold it into the offset
       for (size_t i = 0; i < v.shape.size(); i++)
         if ((*mask)[i].second - (*mask)[i].first == 1 && v.strides[i] != 0) {
-          v.offset += (*mask)[i].first * v.strides[i];
+          v.offset = v.offset + (*mask)[i].first * v.strides[i];
           v.strides[i] = 0;
         }
     }
@@ -67,14 +82,15 @@ View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, int6
 
 int64_t View::size() const {
   int64_t n = 1;
-  for (auto s : shape)
-    n *= s;
+  for (auto& s : shape)
+    n *= s.vmax();
   return n;
 }
 
 std::optional<View> View::reshape(const Shape& ns) const {
   if (ns == shape) return *this;
-  if (contiguous || std::find(ns.begin(), ns.end(), 0) != ns.end())
+  bool sym = is_symbolic(shape) || is_symbolic(ns); // laid out at the largest size: only dims that map 1:1
+  if ((contiguous && !sym) || std::find(ns.begin(), ns.end(), 0) != ns.end())
     return create(ns); // empty: nothing to map
   auto strip = [](const Shape& s) {
     Shape r;
@@ -107,24 +123,32 @@ std::optional<View> View::reshape(const Shape& ns) const {
     }
     return create(ns, st, offset, m);
   }
-  // Merge old dims into segments that are contiguous among themselves, then split them anew.
-  std::vector<std::pair<int64_t, int64_t>> segs; // (size, stride of last dim)
+  // Merge old dims into segments that are contiguous among themselves, then split them anew. A
+  // symbolic dim is a segment of its own, kept whole.
+  std::vector<std::pair<sint, int64_t>> segs; // (size, stride of last dim)
   for (size_t i = 0; i < shape.size(); i++) {
     if (shape[i] == 1) continue;
-    if (!segs.empty() && segs.back().second == strides[i] * shape[i]) {
-      segs.back().first *= shape[i];
+    if (!segs.empty() && segs.back().first.is_const() && shape[i].is_const() &&
+        segs.back().second == strides[i] * shape[i].value()) {
+      segs.back().first = segs.back().first * shape[i];
       segs.back().second = strides[i];
     } else
       segs.push_back({shape[i], strides[i]});
   }
   std::vector<int64_t> st(ns.size(), 0);
   size_t k = 0;
-  int64_t rem = segs.empty() ? 1 : segs[0].first;
+  sint rem = segs.empty() ? sint(1) : segs[0].first;
   for (size_t i = 0; i < ns.size(); i++) {
     if (ns[i] == 1) continue;
-    if (k >= segs.size() || rem % ns[i] != 0) return std::nullopt;
-    rem /= ns[i];
-    st[i] = segs[k].second * rem;
+    if (k >= segs.size()) return std::nullopt;
+    if (!rem.is_const() || !ns[i].is_const()) {
+      if (!(rem == ns[i])) return std::nullopt;
+      rem = 1;
+    } else {
+      if (rem.value() % ns[i].value() != 0) return std::nullopt;
+      rem = rem.value() / ns[i].value();
+    }
+    st[i] = segs[k].second * rem.value();
     if (rem == 1 && ++k < segs.size()) rem = segs[k].first;
   }
   return create(ns, st, offset);
@@ -153,31 +177,33 @@ View View::expand(const Shape& ns) const {
 
 View View::pad(const std::vector<std::pair<int64_t, int64_t>>& arg) const {
   Shape ns = shape;
+  no_symbolic_mask(shape, "padding");
   Mask m(shape.size());
-  int64_t off = offset;
+  sint off = offset;
   for (size_t i = 0; i < shape.size(); i++) {
     auto [b, a] = arg[i];
     ns[i] = shape[i] + b + a;
     auto [lo, hi] = mask ? (*mask)[i] : std::pair<int64_t, int64_t>{0, shape[i]};
     m[i] = {lo + b, hi + b};
-    off -= b * strides[i];
+    off = off - b * strides[i];
   }
   return create(ns, strides, off, m);
 }
 
-View View::shrink(const std::vector<std::pair<int64_t, int64_t>>& arg) const {
+View View::shrink(const std::vector<std::pair<sint, sint>>& arg) const {
   Shape ns = shape;
-  Mask m(shape.size());
-  int64_t off = offset;
+  std::optional<Mask> m;
+  if (mask) m = Mask(shape.size());
+  sint off = offset;
   for (size_t i = 0; i < shape.size(); i++) {
-    auto [b, e] = arg[i];
+    auto& [b, e] = arg[i];
     ns[i] = e - b;
-    off += b * strides[i];
+    off = off + b * strides[i];
     if (mask) {
-      int64_t lo = std::max((*mask)[i].first, b) - b, hi = std::min((*mask)[i].second, e) - b;
-      m[i] = {lo, std::max(lo, hi)};
-    } else
-      m[i] = {0, ns[i]};
+      int64_t lo = std::max((*mask)[i].first, b.value()) - b.value(),
+              hi = std::min((*mask)[i].second, e.value()) - b.value();
+      (*m)[i] = {lo, std::max(lo, hi)};
+    }
   }
   return create(ns, strides, off, m);
 }
@@ -185,10 +211,10 @@ View View::shrink(const std::vector<std::pair<int64_t, int64_t>>& arg) const {
 View View::flip(const std::vector<bool>& axes) const {
   std::vector<int64_t> st = strides;
   std::optional<Mask> m = mask;
-  int64_t off = offset;
+  sint off = offset;
   for (size_t i = 0; i < shape.size(); i++) {
     if (!axes[i]) continue;
-    off += (shape[i] - 1) * st[i];
+    off = off + (shape[i] - 1) * st[i];
     st[i] = -st[i];
     if (m) (*m)[i] = {shape[i] - (*m)[i].second, shape[i] - (*m)[i].first};
   }
@@ -197,7 +223,7 @@ View View::flip(const std::vector<bool>& axes) const {
 
 std::string View::to_string() const {
   std::ostringstream os;
-  os << "View(shape=" << shape_str(shape) << ", strides=" << shape_str(strides) << ", offset=" << offset
+  os << "View(shape=" << shape_str(shape) << ", strides=" << shape_str(strides) << ", offset=" << offset.str()
      << ", mask=";
   if (mask) {
     os << "(";
@@ -210,22 +236,18 @@ std::string View::to_string() const {
   return os.str();
 }
 
-int64_t ShapeTracker::size() const {
-  int64_t n = 1;
-  for (auto s : shape())
-    n *= s;
-  return n;
-}
+int64_t ShapeTracker::size() const { return views.back().size(); }
 
 size_t ShapeTracker::hash() const {
   size_t h = 0xabc;
-  auto mix = [&](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  auto mixh = [&](size_t x) { h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  auto mix = [&](int64_t v) { mixh(std::hash<int64_t>{}(v)); };
   for (auto& v : views) {
-    for (auto s : v.shape)
-      mix(s);
+    for (auto& s : v.shape)
+      mixh(s.hash());
     for (auto s : v.strides)
       mix(s);
-    mix(v.offset);
+    mixh(v.offset.hash());
     if (v.mask)
       for (auto [a, b] : *v.mask)
         mix(a), mix(b);
@@ -238,6 +260,9 @@ ShapeTracker ShapeTracker::reshape(const Shape& s) const {
   ShapeTracker r = *this;
   if (auto v = views.back().reshape(s))
     r.views.back() = *v;
+  else if (is_symbolic(s) || is_symbolic(shape()))
+    throw std::runtime_error("cannot reshape " + shape_str(shape()) + " to " + shape_str(s) +
+                             ": a symbolic dim can be moved, expanded or sliced, not merged or split");
   else
     r.views.push_back(View::create(s));
   return r.simplify();
@@ -257,7 +282,7 @@ ShapeTracker ShapeTracker::pad(const std::vector<std::pair<int64_t, int64_t>>& a
   r.views.back() = r.views.back().pad(a);
   return r;
 }
-ShapeTracker ShapeTracker::shrink(const std::vector<std::pair<int64_t, int64_t>>& a) const {
+ShapeTracker ShapeTracker::shrink(const std::vector<std::pair<sint, sint>>& a) const {
   ShapeTracker r = *this;
   r.views.back() = r.views.back().shrink(a);
   return r.simplify();
@@ -269,20 +294,21 @@ ShapeTracker ShapeTracker::flip(const std::vector<bool>& a) const {
 }
 
 ShapeTracker ShapeTracker::apply(Ops op, const Arg& arg) const {
-  const auto& v = std::get<std::vector<int64_t>>(arg);
   switch (op) {
   case Ops::RESHAPE:
-    return reshape(v);
+    return reshape(std::get<Shape>(arg));
   case Ops::PERMUTE:
-    return permute(v);
+    return permute(std::get<std::vector<int64_t>>(arg));
   case Ops::EXPAND:
-    return expand(v);
+    return expand(std::get<Shape>(arg));
   case Ops::PAD:
-    return pad(unflatten_pairs(v));
+    return pad(int_pairs(unflatten_pairs(std::get<Shape>(arg))));
   case Ops::SHRINK:
-    return shrink(unflatten_pairs(v));
-  case Ops::FLIP:
+    return shrink(unflatten_pairs(std::get<Shape>(arg)));
+  case Ops::FLIP: {
+    auto& v = std::get<std::vector<int64_t>>(arg);
     return flip(std::vector<bool>(v.begin(), v.end()));
+  }
   default:
     internal_error(std::string("ShapeTracker::apply of ") + name(op));
   }
@@ -310,7 +336,7 @@ ShapeTracker ShapeTracker::simplify() const {
 
 namespace {
 std::pair<UOpRef, UOpRef> view_index(const View& v, const std::vector<UOpRef>& idxs, DType it) {
-  UOpRef idx = UOp::cconst(it, static_cast<double>(v.offset));
+  UOpRef idx = v.offset.uop(it);
   UOpRef valid = UOp::cconst(DType::Bool, 1);
   for (size_t i = 0; i < v.shape.size(); i++)
     if (v.strides[i] != 0 && v.shape[i] != 1) idx = idx + idxs[i] * static_cast<double>(v.strides[i]);
@@ -320,7 +346,7 @@ std::pair<UOpRef, UOpRef> view_index(const View& v, const std::vector<UOpRef>& i
       if (lo >= hi) return {UOp::cconst(it, 0), UOp::cconst(DType::Bool, 0)};
       if (lo > 0)
         valid = uand(valid, alu(Ops::CMPLT, {UOp::cconst(it, static_cast<double>(lo - 1)), idxs[i]}));
-      if (hi < v.shape[i]) valid = uand(valid, lt(idxs[i], static_cast<double>(hi)));
+      if (hi < v.shape[i].value()) valid = uand(valid, lt(idxs[i], static_cast<double>(hi)));
     }
   return {idx, valid};
 }
@@ -333,8 +359,8 @@ std::pair<UOpRef, UOpRef> ShapeTracker::to_indexed(const std::vector<UOpRef>& id
     std::vector<UOpRef> sub(v.shape.size());
     int64_t acc = 1;
     for (size_t i = v.shape.size(); i-- > 0;) {
-      sub[i] = mod(idiv(idx, static_cast<double>(acc)), static_cast<double>(v.shape[i]));
-      acc *= v.shape[i];
+      sub[i] = mod(idiv(idx, static_cast<double>(acc)), static_cast<double>(v.shape[i].value()));
+      acc *= v.shape[i].value();
     }
     auto [i2, v2] = view_index(v, sub, it);
     idx = i2;
@@ -347,7 +373,7 @@ int64_t ShapeTracker::offset_of(const std::vector<int64_t>& idx0) const {
   std::vector<int64_t> idx = idx0;
   for (size_t k = views.size(); k-- > 0;) {
     const View& v = views[k];
-    int64_t off = v.offset;
+    int64_t off = v.offset.value();
     for (size_t i = 0; i < v.shape.size(); i++) {
       if (v.mask && (idx[i] < (*v.mask)[i].first || idx[i] >= (*v.mask)[i].second)) return -1;
       off += idx[i] * v.strides[i];
@@ -356,8 +382,8 @@ int64_t ShapeTracker::offset_of(const std::vector<int64_t>& idx0) const {
     const Shape& below = views[k - 1].shape;
     idx.assign(below.size(), 0);
     for (size_t i = below.size(); i-- > 0;) {
-      idx[i] = off % below[i];
-      off /= below[i];
+      idx[i] = off % below[i].value();
+      off /= below[i].value();
     }
   }
   return -1;
@@ -366,9 +392,9 @@ int64_t ShapeTracker::offset_of(const std::vector<int64_t>& idx0) const {
 int64_t ShapeTracker::max_index_value() const {
   int64_t m = 0;
   for (auto& v : views) {
-    int64_t hi = std::abs(v.offset);
+    int64_t hi = std::max(std::abs(v.offset.vmin()), std::abs(v.offset.vmax()));
     for (size_t i = 0; i < v.shape.size(); i++)
-      hi += std::abs(v.strides[i]) * std::max<int64_t>(v.shape[i] - 1, 0);
+      hi += std::abs(v.strides[i]) * std::max<int64_t>(v.shape[i].vmax() - 1, 0);
     m = std::max({m, hi, v.size()});
   }
   return m;

@@ -25,7 +25,8 @@ namespace mg {
 
 int64_t checked_numel(const Shape& s) {
   int64_t n = 1;
-  for (auto d : s) {
+  for (auto& sd : s) {
+    int64_t d = sd.vmax();
     if (d < 0) user_error("negative dimension in shape " + shape_str(s));
     // 2^48 elements is far beyond any machine's memory; the cap keeps n * itemsize from wrapping
     if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 48))
@@ -36,7 +37,6 @@ int64_t checked_numel(const Shape& s) {
 
 namespace {
 
-int64_t prod(const Shape& s) { return checked_numel(s); }
 
 // Writes v as dtype d at p.
 void store_as(DType d, void* p, double v) {
@@ -159,7 +159,7 @@ std::string Tensor::device() const {
 
 Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DType dtype,
                          const std::string& device) {
-  int64_t n = prod(shape);
+  int64_t n = checked_numel(shape);
   if (static_cast<int64_t>(data.size()) != n)
     user_error("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) +
                " needs " + std::to_string(n));
@@ -174,12 +174,12 @@ Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DT
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, const std::string& device) {
-  int64_t n = prod(shape);
+  int64_t n = checked_numel(shape);
   return buffer_tensor(std::make_shared<Buffer>(device.empty() ? default_device() : device, dtype, n), shape);
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, const std::string&) {
-  prod(shape);
+  checked_numel(shape);
   Tensor c(UOp::cconst(dtype, value));
   if (shape.empty()) return c;
   return c.reshape(Shape(shape.size(), 1)).expand(shape);
@@ -225,7 +225,7 @@ static std::vector<double> host_values(int64_t n, const Shape& shape) {
 }
 
 Tensor Tensor::rand(const Shape& shape, DType dtype) {
-  int64_t n = prod(shape);
+  int64_t n = checked_numel(shape);
   std::vector<double> v = host_values(n, shape);
   for (auto& x : v)
     x = uniform01();
@@ -233,7 +233,7 @@ Tensor Tensor::rand(const Shape& shape, DType dtype) {
 }
 
 Tensor Tensor::randn(const Shape& shape, DType dtype) {
-  int64_t n = prod(shape);
+  int64_t n = checked_numel(shape);
   std::vector<double> v = host_values(n, shape);
   for (int64_t i = 0; i < n; i += 2) { // Box-Muller, two normals per pair of uniforms
     double u1 = 1.0 - uniform01(), u2 = uniform01();
@@ -343,7 +343,7 @@ Tensor Tensor::from_ints(const std::vector<int64_t>& data, const Shape& shape, D
     std::vector<double> d(data.begin(), data.end());
     return from_data(d, shape, dtype, device);
   }
-  int64_t n = prod(shape);
+  int64_t n = checked_numel(shape);
   if (static_cast<int64_t>(data.size()) != n)
     user_error("data has " + std::to_string(data.size()) + " elements but shape " + shape_str(shape) +
                " needs " + std::to_string(n));
@@ -369,7 +369,7 @@ std::string Tensor::to_bytes() {
 
 Tensor Tensor::from_bytes(const void* data, size_t nbytes, const Shape& shape, DType dtype,
                           const std::string& device) {
-  int64_t n = prod(shape);
+  int64_t n = checked_numel(shape);
   if (dtype == DType::Void) user_error("cannot make a tensor of dtype void");
   if (static_cast<size_t>(n) * itemsize(dtype) != nbytes)
     user_error(std::to_string(nbytes) + " bytes do not make a " + name(dtype) + " tensor of shape " +

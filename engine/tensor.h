@@ -111,7 +111,7 @@ public:
   Tensor T() const { return transpose(1, 0); }
   Tensor expand(const Shape& s) const; // -1 keeps a dim
   Tensor pad(const std::vector<std::pair<int64_t, int64_t>>& p, double value = 0) const;
-  Tensor shrink(const std::vector<std::pair<int64_t, int64_t>>& s) const;
+  Tensor shrink(const std::vector<std::pair<sint, sint>>& s) const; // bounds may be symbolic
   Tensor flip(const std::vector<int64_t>& axes) const;
   Tensor squeeze(std::optional<int64_t> axis = std::nullopt) const;
   Tensor unsqueeze(int64_t axis) const;
@@ -155,7 +155,7 @@ private:
   Tensor binop(Ops op, const Tensor& b, bool to_float = false) const;
   Tensor unop(Ops op) const;
   Tensor reduce(Ops op, Axes axes, bool keepdim) const;
-  Tensor movement(Ops op, std::vector<int64_t> arg) const;
+  Tensor movement(Ops op, Arg arg) const;
 };
 
 // The number of elements of a shape; throws for a negative dim or more than 2^48 elements.

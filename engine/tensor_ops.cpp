@@ -19,11 +19,11 @@ Shape broadcast_shape(const Shape& a, const Shape& b) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; i++) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    sint x = i < n - a.size() ? sint(1) : a[i - (n - a.size())];
+    sint y = i < n - b.size() ? sint(1) : b[i - (n - b.size())];
     if (x != y && x != 1 && y != 1)
       user_error("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b) + ": dim " +
-                 std::to_string(i) + " is " + std::to_string(x) + " vs " + std::to_string(y));
+                 std::to_string(i) + " is " + x.str() + " vs " + y.str());
     out[i] = x == 1 ? y : x;
   }
   return out;
@@ -237,16 +237,16 @@ static Tensor cumsum_last(const Tensor& x) {
   Shape lead(x.shape().begin(), x.shape().end() - 1);
   auto with = [&](std::initializer_list<int64_t> tail) {
     Shape s = lead;
-    s.insert(s.end(), tail);
+    s.insert(s.end(), tail.begin(), tail.end());
     return s;
   };
   y = y.expand(with({n + 1, L})).reshape(with({(n + 1) * L}));
-  std::vector<std::pair<int64_t, int64_t>> sh(nd, {0, 0});
+  std::vector<std::pair<sint, sint>> sh(nd, {0, 0});
   for (int64_t i = 0; i < nd - 1; i++)
     sh[i] = {0, lead[i]};
   sh.back() = {0, n * (L + 1)};
   y = y.shrink(sh).reshape(with({n, L + 1}));
-  std::vector<std::pair<int64_t, int64_t>> sh2(nd + 1, {0, 0});
+  std::vector<std::pair<sint, sint>> sh2(nd + 1, {0, 0});
   for (int64_t i = 0; i < nd - 1; i++)
     sh2[i] = {0, lead[i]};
   sh2[nd - 1] = {0, n};
@@ -288,13 +288,20 @@ Tensor Tensor::detach() const {
   return Tensor(UOp::make(Ops::DETACH, dtype(), {uop->op == Ops::REALIZED ? uop->src[0] : uop}));
 }
 
-Tensor Tensor::movement(Ops op, std::vector<int64_t> arg) const {
+Tensor Tensor::movement(Ops op, Arg arg) const {
   Tensor r(UOp::make(op, dtype(), {uop}, std::move(arg)));
   checked_numel(r.shape()); // expand and pad can name more elements than int64 counts
   return r;
 }
 
 Tensor Tensor::reshape(const Shape& s0) const {
+  if (is_symbolic(s0) || is_symbolic(shape())) { // no -1 to infer: the sizes must agree as expressions
+    if (!(sprod(s0) == sprod(shape())))
+      user_error("cannot reshape " + shape_str(shape()) + " to " + shape_str(s0) + ": " +
+                 sprod(shape()).str() + " elements vs " + sprod(s0).str());
+    if (s0 == shape()) return *this;
+    return movement(Ops::RESHAPE, s0);
+  }
   Shape s = s0;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < s.size(); i++) {
@@ -303,7 +310,7 @@ Tensor Tensor::reshape(const Shape& s0) const {
       infer = static_cast<int64_t>(i);
     } else if (s[i] < 0)
       user_error("reshape " + shape_str(s0) + ": negative dimension");
-    else if (__builtin_mul_overflow(known, s[i], &known))
+    else if (__builtin_mul_overflow(known, s[i].value(), &known))
       user_error("reshape " + shape_str(s0) + ": too many elements");
   }
   if (infer >= 0) {
@@ -311,7 +318,7 @@ Tensor Tensor::reshape(const Shape& s0) const {
       user_error("cannot reshape " + shape_str(shape()) + " to " + shape_str(s0));
     s[infer] = numel() / known;
   }
-  if (known * (infer >= 0 ? s[infer] : 1) != numel())
+  if (known * (infer >= 0 ? s[infer].value() : 1) != numel())
     user_error("cannot reshape " + shape_str(shape()) + " (" + std::to_string(numel()) + " elements) to " +
                shape_str(s0) + " (" + std::to_string(known) + " elements)");
   if (s == shape()) return *this;
@@ -357,11 +364,11 @@ Tensor Tensor::expand(const Shape& s0) const {
   }
   Shape s = s0;
   for (size_t i = 0; i < s.size(); i++) {
-    if (s[i] < -1) user_error("cannot expand to " + shape_str(s0) + ": negative dimension");
+    if (s[i].vmin() < -1) user_error("cannot expand to " + shape_str(s0) + ": negative dimension");
     if (s[i] == -1) s[i] = t.shape()[i];
     if (t.shape()[i] != s[i] && t.shape()[i] != 1)
       user_error("cannot expand shape " + shape_str(shape()) + " to " + shape_str(s0) + ": dim " +
-                 std::to_string(i) + " has size " + std::to_string(t.shape()[i]) + ", not 1");
+                 std::to_string(i) + " has size " + t.shape()[i].str() + ", not 1");
   }
   if (s == t.shape()) return t;
   return t.movement(Ops::EXPAND, s);
@@ -371,7 +378,7 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& p, double val
   if (static_cast<int64_t>(p.size()) != ndim())
     user_error("pad needs one (before, after) pair per dim: got " + std::to_string(p.size()) + " for shape " +
                shape_str(shape()));
-  std::vector<int64_t> flat;
+  Shape flat;
   bool any = false;
   for (auto [b, a] : p) {
     if (b < 0 || a < 0) user_error("pad amounts must be >= 0 (shape " + shape_str(shape()) + ")");
@@ -385,17 +392,20 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& p, double val
   return inside.where(r, from_scalar({value, std::floor(value) == value ? DType::Int32 : DType::Float32}, r));
 }
 
-Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& s) const {
+Tensor Tensor::shrink(const std::vector<std::pair<sint, sint>>& s) const {
   if (static_cast<int64_t>(s.size()) != ndim())
     user_error("shrink needs one (start, end) pair per dim: got " + std::to_string(s.size()) + " for shape " +
                shape_str(shape()));
-  std::vector<int64_t> flat;
+  Shape flat;
   bool same = true;
   for (size_t i = 0; i < s.size(); i++) {
-    auto [b, e] = s[i];
-    if (b < 0 || e > shape()[i] || b > e)
-      user_error("shrink (" + std::to_string(b) + ", " + std::to_string(e) + ") is out of range for dim " +
-                 std::to_string(i) + " of shape " + shape_str(shape()));
+    auto& [b, e] = s[i];
+    // a variable's whole range must fit, so one kernel serves every value it can be bound to
+    if (b.vmin() < 0 || e.vmax() > shape()[i].vmax() || (e - b).vmin() < 0 ||
+        (!shape()[i].is_const() && !(e == shape()[i]) && !e.is_const() && e.vmax() > shape()[i].vmin()))
+      user_error("shrink (" + b.str() + ", " + e.str() + ") is out of range for dim " + std::to_string(i) +
+                 " of shape " + shape_str(shape()) +
+                 (b.is_const() && e.is_const() ? "" : " for some value of its variables"));
     flat.push_back(b), flat.push_back(e);
     same &= b == 0 && e == shape()[i];
   }
@@ -412,7 +422,7 @@ Tensor Tensor::flip(const std::vector<int64_t>& axes) const {
     f[r] = 1;
   }
   if (std::all_of(f.begin(), f.end(), [](int64_t v) { return v == 0; })) return *this;
-  return movement(Ops::FLIP, f);
+  return movement(Ops::FLIP, std::move(f));
 }
 
 Tensor Tensor::squeeze(std::optional<int64_t> axis) const {
@@ -458,7 +468,7 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
   if (static_cast<int64_t>(idx.size()) > ndim())
     user_error("too many indices (" + std::to_string(idx.size()) + ") for shape " + shape_str(shape()));
   Tensor t = *this;
-  std::vector<std::pair<int64_t, int64_t>> sh;
+  std::vector<std::pair<sint, sint>> sh;
   std::vector<int64_t> flips, steps(ndim(), 1);
   Shape final_shape;
   for (int64_t d = 0; d < ndim(); d++) {
@@ -503,7 +513,7 @@ Tensor Tensor::slice(const std::vector<Slice>& idx) const {
     Shape s = t.shape();
     s[d] = m;
     s.insert(s.begin() + d + 1, k);
-    std::vector<std::pair<int64_t, int64_t>> keep;
+    std::vector<std::pair<sint, sint>> keep;
     for (size_t i = 0; i < s.size(); i++)
       keep.push_back({0, s[i]});
     keep[d + 1] = {0, 1};

@@ -51,7 +51,7 @@ Shape infer_shape(Ops op, const std::vector<UOpRef>& src, const Arg& arg, bool& 
   switch (op) {
   case Ops::RESHAPE:
   case Ops::EXPAND:
-    return std::get<std::vector<int64_t>>(arg);
+    return std::get<Shape>(arg);
   case Ops::PERMUTE: {
     auto& p = std::get<std::vector<int64_t>>(arg);
     Shape out;
@@ -60,14 +60,14 @@ Shape infer_shape(Ops op, const std::vector<UOpRef>& src, const Arg& arg, bool& 
     return out;
   }
   case Ops::PAD: {
-    auto& p = std::get<std::vector<int64_t>>(arg);
+    auto& p = std::get<Shape>(arg);
     Shape out = in;
     for (size_t i = 0; i < in.size(); i++)
-      out[i] += p[2 * i] + p[2 * i + 1];
+      out[i] = out[i] + p[2 * i] + p[2 * i + 1];
     return out;
   }
   case Ops::SHRINK: {
-    auto& p = std::get<std::vector<int64_t>>(arg);
+    auto& p = std::get<Shape>(arg);
     Shape out = in;
     for (size_t i = 0; i < in.size(); i++)
       out[i] = p[2 * i + 1] - p[2 * i];
@@ -124,7 +124,15 @@ size_t hash_arg(const Arg& a) {
           return std::hash<std::string>{}(v);
         else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>)
           return v->hash();
-        else
+        else if constexpr (std::is_same_v<T, VarArg>)
+          return mix(std::hash<std::string>{}(v.name),
+                     mix(std::hash<int64_t>{}(v.lo), std::hash<int64_t>{}(v.hi)));
+        else if constexpr (std::is_same_v<T, Shape>) {
+          size_t h = 11;
+          for (auto& x : v)
+            h = mix(h, x.hash());
+          return h;
+        } else
           return std::hash<const void*>{}(v.get());
       },
       a);
@@ -282,12 +290,7 @@ double UOp::const_value() const {
   return dtype == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(b)) : static_cast<double>(b);
 }
 
-int64_t UOp::numel() const {
-  int64_t n = 1;
-  for (auto s : shape)
-    n *= s;
-  return n;
-}
+int64_t UOp::numel() const { return prod(shape); }
 
 UOpRef UOp::replace_src(std::vector<UOpRef> s) const { return make(op, dtype, std::move(s), arg); }
 
@@ -387,6 +390,10 @@ double UOp::vmin() const {
     auto one = [&](double a, double b) { lo = a, hi = b; };
     if (op == Ops::CONST)
       one(const_value(), const_value());
+    else if (op == Ops::DEFINE_VAR)
+      one(static_cast<double>(var().lo), static_cast<double>(var().hi));
+    else if (op == Ops::BIND) // its value is a parameter of the kernel, not part of the code
+      one(src[0]->vmin(), src[0]->vmax());
     else if (op == Ops::RANGE || op == Ops::SPECIAL)
       one(0, src[0]->vmax() - 1);
     else if (op == Ops::ADD && !is_float(dtype))
@@ -454,9 +461,10 @@ double UOp::vmax() const {
 std::string shape_str(const Shape& s) {
   std::string r = "(";
   for (size_t i = 0; i < s.size(); i++)
-    r += (i ? ", " : "") + std::to_string(s[i]);
+    r += (i ? ", " : "") + s[i].str();
   return r + (s.size() == 1 ? ",)" : ")");
 }
+std::string shape_str(const std::vector<int64_t>& s) { return shape_str(to_shape(s)); }
 
 std::string UOp::arg_string() const {
   std::ostringstream os;
@@ -480,6 +488,10 @@ std::string UOp::arg_string() const {
           os << v;
         else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>)
           os << v->to_string();
+        else if constexpr (std::is_same_v<T, VarArg>)
+          os << v.name << " [" << v.lo << ", " << v.hi << "]";
+        else if constexpr (std::is_same_v<T, Shape>)
+          os << shape_str(v);
         else
           os << buffer_string(*v);
       },

@@ -11,6 +11,7 @@
 
 #include "engine/dtype.h"
 #include "engine/ops.h"
+#include "engine/sint.h"
 
 namespace mg {
 
@@ -21,8 +22,6 @@ struct Buffer;
 // BEAM's threads compile source text), so their counts need no atomics. std::shared_ptr's
 // counts turn into locked instructions once any thread exists, which made building a 100-op
 // graph 10-20% slower on 2 threads than on 1; libstdc++'s single-threaded policy does not.
-using UOpRef = std::__shared_ptr<const UOp, __gnu_cxx::_S_single>;
-using Shape = std::vector<int64_t>;
 
 struct ReduceArg {
   Ops op; // ADD or MAX
@@ -30,8 +29,16 @@ struct ReduceArg {
   bool operator==(const ReduceArg&) const = default;
 };
 
+// A Variable: a named int32 in [lo, hi] that a kernel takes as a parameter (DEFINE_VAR's arg).
+struct VarArg {
+  std::string name;
+  int64_t lo, hi;
+  bool operator==(const VarArg&) const = default;
+};
+
+// Movement ops (RESHAPE, EXPAND, PAD, SHRINK) carry a Shape: their sizes may be symbolic.
 using Arg = std::variant<std::monostate, int64_t, double, std::vector<int64_t>, ReduceArg, std::string,
-                         std::shared_ptr<const ShapeTracker>, std::shared_ptr<Buffer>>;
+                         std::shared_ptr<const ShapeTracker>, std::shared_ptr<Buffer>, VarArg, Shape>;
 
 struct UOp {
   Ops op;
@@ -78,6 +85,8 @@ struct UOp {
   // Accessors for args.
   int64_t iarg() const { return std::get<int64_t>(arg); }
   const std::vector<int64_t>& varg() const { return std::get<std::vector<int64_t>>(arg); }
+  const Shape& sarg() const { return std::get<Shape>(arg); }
+  const VarArg& var() const { return std::get<VarArg>(arg); }
   const ReduceArg& rarg() const { return std::get<ReduceArg>(arg); }
   const ShapeTracker& st() const { return *std::get<std::shared_ptr<const ShapeTracker>>(arg); }
   const std::shared_ptr<Buffer>& buffer() const { return std::get<std::shared_ptr<Buffer>>(arg); }
@@ -105,6 +114,7 @@ private:
 size_t hash_arg(const Arg& a);
 bool arg_equal(const Arg& a, const Arg& b);
 std::string shape_str(const Shape& s);
+std::string shape_str(const std::vector<int64_t>& s);
 
 // u with each source s replaced by done.at(s) (u itself when none changed): a bottom-up walk's
 // step once the sources are done.

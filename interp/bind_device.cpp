@@ -244,9 +244,9 @@ public:
       lua_rawseti(T_, -2, static_cast<lua_Integer>(i + 1));
     }
     lua_createtable(T_, 0, 2);
-    push_int_list(T_, launch.global_size);
+    push_shape(T_, launch.global_size);
     lua_setfield(T_, -2, "global_size");
-    push_int_list(T_, launch.local_size);
+    push_shape(T_, launch.local_size);
     lua_setfield(T_, -2, "local_size");
     call("run", 3, 0);
   }

@@ -92,7 +92,7 @@ int show_kernel_log(lua_State* L) {
     lua_setfield(L, -2, "name");
     lua_pushstring(L, info.device.c_str());
     lua_setfield(L, -2, "device");
-    push_int_list(L, info.out_shape);
+    push_shape(L, info.out_shape);
     lua_setfield(L, -2, "shape");
     lua_pushnumber(L, s);
     lua_setfield(L, -2, "seconds");

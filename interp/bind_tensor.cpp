@@ -172,14 +172,14 @@ int tensor_call(lua_State* L) { // Tensor(data [, dtype]); arg 1 is the Tensor t
 
 // zeros({2,3} [, dtype])
 template <Tensor (*F)(const Shape&, DType)> int make_shaped(lua_State* L) {
-  push_tensor(L, F(int_list(L, 1, current_name(L)), opt_dtype(L, 2).value_or(default_float)));
+  push_tensor(L, F(shape_list(L, 1, current_name(L)), opt_dtype(L, 2).value_or(default_float)));
   return 1;
 }
 
 Tensor empty_fn(const Shape& s, DType d) { return Tensor::empty(s, d); }
 
 Shape shape_arg(lua_State* L, int idx) {
-  if (lua_type(L, idx) == LUA_TTABLE) return int_list(L, idx, current_name(L));
+  if (lua_type(L, idx) == LUA_TTABLE) return shape_list(L, idx, current_name(L));
   return {luaL_checkinteger(L, idx)};
 }
 
@@ -390,6 +390,11 @@ template <Tensor (Tensor::*M)(const std::vector<int64_t>&) const> int list_op(lu
   push_tensor(L, (x.*M)(int_list_args(L, 2, current_name(L))));
   return 1;
 }
+template <Tensor (Tensor::*M)(const Shape&) const> int shape_op(lua_State* L) { // sizes may be Variables
+  Tensor& x = check_tensor(L, 1);
+  push_tensor(L, (x.*M)(shape_list_args(L, 2, current_name(L))));
+  return 1;
+}
 
 int t_transpose(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
@@ -399,19 +404,19 @@ int t_transpose(lua_State* L) {
 
 // One {a, b} pair per dim; nil (or a missing entry) gives `dflt(i)`.
 template <class D>
-std::vector<std::pair<int64_t, int64_t>> read_pairs(lua_State* L, int idx, const Tensor& x, D dflt) {
+std::vector<std::pair<sint, sint>> read_pairs(lua_State* L, int idx, const Tensor& x, D dflt) {
   const char* fname = current_name(L);
   luaL_checktype(L, idx, LUA_TTABLE);
   lua_Integer n = max_index(L, idx);
   if (n > x.ndim())
     luaL_error(L, "%s: %d pairs given for a tensor of shape %s", fname, (int)n, shape_str(x.shape()).c_str());
-  std::vector<std::pair<int64_t, int64_t>> out;
+  std::vector<std::pair<sint, sint>> out;
   for (lua_Integer i = 1; i <= x.ndim(); i++) {
     lua_rawgeti(L, idx, i);
     if (lua_isnil(L, -1)) {
       out.push_back(dflt(i - 1));
     } else {
-      auto p = lua_type(L, -1) == LUA_TTABLE ? int_list(L, lua_gettop(L), fname) : std::vector<int64_t>{};
+      auto p = lua_type(L, -1) == LUA_TTABLE ? shape_list(L, lua_gettop(L), fname) : Shape{};
       if (p.size() != 2) luaL_error(L, "%s: entry %d must be a pair {a, b}", fname, (int)i);
       out.push_back({p[0], p[1]});
     }
@@ -422,14 +427,14 @@ std::vector<std::pair<int64_t, int64_t>> read_pairs(lua_State* L, int idx, const
 
 int t_pad(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
-  auto p = read_pairs(L, 2, x, [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; });
-  push_tensor(L, x.pad(p, luaL_optnumber(L, 3, 0)));
+  auto p = read_pairs(L, 2, x, [](int64_t) { return std::pair<sint, sint>{0, 0}; });
+  push_tensor(L, x.pad(int_pairs(p), luaL_optnumber(L, 3, 0)));
   return 1;
 }
 
 int t_shrink(lua_State* L) {
   Tensor& x = check_tensor(L, 1);
-  auto p = read_pairs(L, 2, x, [&](int64_t i) { return std::pair<int64_t, int64_t>{0, x.shape()[i]}; });
+  auto p = read_pairs(L, 2, x, [&](int64_t i) { return std::pair<sint, sint>{0, x.shape()[i]}; });
   push_tensor(L, x.shrink(p));
   return 1;
 }
@@ -555,7 +560,7 @@ int t_tolist(lua_State* L) {
   // the nested lists exist even when there are no elements: (2^40, 0) would be 2^40 tables
   int64_t level = 1;
   for (size_t d = 0; d + 1 < x.shape().size() && level > 0; d++) {
-    if (__builtin_mul_overflow(level, x.shape()[d], &level) || level > (int64_t(1) << 27))
+    if (__builtin_mul_overflow(level, x.shape()[d].value(), &level) || level > (int64_t(1) << 27))
       luaL_error(L, "tolist: shape %s needs too many nested lists", shape_str(x.shape()).c_str());
   }
   if (!is_float(x.dtype())) {
@@ -599,7 +604,7 @@ int t_tobytes(lua_State* L) {
 int t_frombytes(lua_State* L) {
   size_t len = 0;
   const char* p = luaL_checklstring(L, 1, &len);
-  Shape shape = int_list(L, 2, "Tensor.frombytes");
+  Shape shape = to_shape(int_list(L, 2, "Tensor.frombytes"));
   DType dt = check_dtype(L, 3);
   lua_Integer off = luaL_optinteger(L, 4, 0);
   lua_Integer n = luaL_optinteger(L, 5, -1);
@@ -637,7 +642,7 @@ int t_index(lua_State* L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     std::string k = lua_tostring(L, 2);
     if (k == "shape")
-      push_int_list(L, x.shape());
+      push_shape(L, x.shape());
     else if (k == "dtype")
       lua_pushstring(L, name(x.dtype()));
     else if (k == "device")
@@ -772,9 +777,9 @@ const Binding kMethods[] = {
     {"Tensor:softmax", axis_op<&Tensor::softmax>},
     {"Tensor:log_softmax", axis_op<&Tensor::log_softmax>},
     // movement
-    {"Tensor:reshape", list_op<&Tensor::reshape>},
+    {"Tensor:reshape", shape_op<&Tensor::reshape>},
     {"Tensor:permute", list_op<&Tensor::permute>},
-    {"Tensor:expand", list_op<&Tensor::expand>},
+    {"Tensor:expand", shape_op<&Tensor::expand>},
     {"Tensor:flip", list_op<&Tensor::flip>},
     {"Tensor:transpose", t_transpose},
     {"Tensor:pad", t_pad},

@@ -52,7 +52,7 @@ int uop_index(lua_State* L) {
   else if (k == "arg")
     lua_pushstring(L, u->arg_string().c_str());
   else if (k == "shape")
-    u->has_shape ? push_int_list(L, u->shape) : lua_pushnil(L);
+    u->has_shape ? push_shape(L, u->shape) : lua_pushnil(L);
   else if (k == "src") {
     lua_createtable(L, static_cast<int>(u->src.size()), 0);
     for (size_t i = 0; i < u->src.size(); i++) {
@@ -104,11 +104,11 @@ const ShapeTracker& check_st(lua_State* L, int idx) { return check_ud<ShapeTrack
 
 void push_view(lua_State* L, const View& v) {
   lua_newtable(L);
-  push_int_list(L, v.shape);
+  push_shape(L, v.shape);
   lua_setfield(L, -2, "shape");
   push_int_list(L, v.strides);
   lua_setfield(L, -2, "strides");
-  lua_pushinteger(L, v.offset);
+  push_sint(L, v.offset);
   lua_setfield(L, -2, "offset");
   if (v.mask) {
     lua_createtable(L, static_cast<int>(v.mask->size()), 0);
@@ -126,7 +126,7 @@ int st_index(lua_State* L) {
   const ShapeTracker& st = check_st(L, 1);
   std::string k = luaL_checkstring(L, 2);
   if (k == "shape")
-    push_int_list(L, st.shape());
+    push_shape(L, st.shape());
   else if (k == "size")
     lua_pushinteger(L, st.size());
   else if (k == "contiguous")
@@ -184,7 +184,7 @@ std::vector<std::pair<int64_t, int64_t>> st_pairs(lua_State* L, int idx, const S
 
 int st_reshape(lua_State* L) {
   const ShapeTracker& st = check_st(L, 1);
-  Shape ns = int_list_args(L, 2, current_name(L));
+  Shape ns = shape_list_args(L, 2, current_name(L));
   int64_t n = 1;
   for (auto d : ns) {
     if (d < 0) bad("negative dim in reshape to " + shape_str(ns), st.shape());
@@ -212,7 +212,7 @@ int st_permute(lua_State* L) {
 
 int st_expand(lua_State* L) {
   const ShapeTracker& st = check_st(L, 1);
-  Shape ns = int_list_args(L, 2, current_name(L));
+  Shape ns = shape_list_args(L, 2, current_name(L));
   const Shape& s = st.shape();
   if (ns.size() != s.size()) bad("cannot expand to " + shape_str(ns) + " (dims differ)", s);
   for (size_t i = 0; i < s.size(); i++) {
@@ -239,7 +239,7 @@ int st_shrink(lua_State* L) {
   for (size_t i = 0; i < p.size(); i++)
     if (p[i].first < 0 || p[i].first > p[i].second || p[i].second > st.shape()[i])
       bad("shrink pair " + std::to_string(i + 1) + " is out of range", st.shape());
-  push_shapetracker(L, st.shrink(p));
+  push_shapetracker(L, st.shrink({p.begin(), p.end()}));
   return 1;
 }
 
@@ -269,7 +269,7 @@ int st_offset_of(lua_State* L) { // memory offset of one index (0-based), or -1 
 }
 
 int st_contiguous(lua_State* L) { // ShapeTracker.contiguous{2,3}
-  Shape s = int_list_args(L, 1, current_name(L));
+  Shape s = shape_list_args(L, 1, current_name(L));
   for (auto d : s)
     if (d < 0) bad("negative dim", s);
   push_shapetracker(L, ShapeTracker::contiguous(s));

@@ -1,9 +1,9 @@
 // The Lua state: shared binding helpers, the small globals (dtypes, GlobalCounters, Context,
 // Device, setdebug) and running chunks with clear error messages.
+#include "interp/lua_state.h"
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include "interp/lua_state.h"
 
 #include <algorithm>
 #include <chrono>
@@ -100,6 +100,37 @@ std::vector<int64_t> int_list_args(lua_State* L, int first, const char* what) {
     out.push_back(v);
   }
   return out;
+}
+
+Shape shape_list(lua_State* L, int idx, const char* what) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  idx = lua_absindex(L, idx);
+  lua_Integer n = max_index(L, idx);
+  Shape out;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, idx, i);
+    out.push_back(check_sint(L, -1, what));
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+Shape shape_list_args(lua_State* L, int first, const char* what) {
+  int top = lua_gettop(L);
+  if (top == first && lua_type(L, first) == LUA_TTABLE && !test_sint(L, first))
+    return shape_list(L, first, what);
+  Shape out;
+  for (int i = first; i <= top; i++)
+    out.push_back(check_sint(L, i, what));
+  return out;
+}
+
+void push_shape(lua_State* L, const Shape& s) {
+  lua_createtable(L, static_cast<int>(s.size()), 0);
+  for (size_t i = 0; i < s.size(); i++) {
+    push_sint(L, s[i]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
 }
 
 void push_int_list(lua_State* L, const std::vector<int64_t>& v) {
@@ -451,6 +482,7 @@ int open_all(lua_State* L) {
   open_tensor(L);
   open_autograd(L);
   open_uop(L);
+  open_variable(L);
   open_show(L);
   open_globals(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); // C modules for stdlib/*.lua

@@ -37,6 +37,16 @@ std::vector<int64_t> int_list_args(lua_State* L, int first, const char* what);
 std::vector<int64_t> int_list(lua_State* L, int idx, const char* what);
 // Pushes a 1-based Lua list of integers (a shape).
 void push_int_list(lua_State* L, const std::vector<int64_t>& v);
+// Sizes that may be symbolic: integers or Variables (bind_variable.cpp), as a table or varargs.
+Shape shape_list(lua_State* L, int idx, const char* what);
+Shape shape_list_args(lua_State* L, int first, const char* what);
+void push_shape(lua_State* L, const Shape& s); // numbers, and Variable objects for symbolic dims
+// ---- Variables (bind_variable.cpp): a symbolic int, unbound or bound to a value
+inline constexpr const char* kVariableMeta = "Variable";
+const sint* test_sint(lua_State* L, int idx); // nullptr if not a Variable object
+sint check_sint(lua_State* L, int idx, const char* what); // an integer or a Variable object
+void push_sint(lua_State* L, const sint& s);              // an integer when it is one
+void open_variable(lua_State* L);                         // sets global Variable
 // A dtype from a string ("float32", "dtypes.float32", "float", ...).
 DType check_dtype(lua_State* L, int idx);
 // The highest positive integer key of the table at idx (a list's length, holes allowed).

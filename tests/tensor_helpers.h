@@ -30,7 +30,7 @@ struct Mv {
 // An input of shape `target`: made by from_data(base) followed by `moves`.
 struct ViewCase {
   std::string name;
-  Shape base;
+  IShape base;
   std::vector<Mv> moves;
 };
 
@@ -38,19 +38,19 @@ inline Tensor apply_moves(Tensor t, const std::vector<Mv>& moves, double pad_val
   for (auto& m : moves) {
     switch (m.op) {
     case Ops::RESHAPE:
-      t = t.reshape(m.arg);
+      t = t.reshape(mg::to_shape(m.arg));
       break;
     case Ops::PERMUTE:
       t = t.permute(m.arg);
       break;
     case Ops::EXPAND:
-      t = t.expand(m.arg);
+      t = t.expand(mg::to_shape(m.arg));
       break;
     case Ops::PAD:
       t = t.pad(to_pairs(m.arg), pad_value);
       break;
     case Ops::SHRINK:
-      t = t.shrink(to_pairs(m.arg));
+      t = t.shrink(spairs(to_pairs(m.arg)));
       break;
     case Ops::FLIP:
       t = t.flip(m.arg);
@@ -163,11 +163,11 @@ struct Input {
 inline Input make_input(const ViewCase& c, DType dt, std::mt19937& rng, double lo, double hi,
                         double pad_value = 0, bool integral = false) {
   auto d = gen(numel(c.base), rng, lo, hi, dt, integral);
-  Tensor t = Tensor::from_data(d, c.base, dt);
+  Tensor t = Tensor::from_data(d, mg::to_shape(c.base), dt);
   return {apply_moves(t, c.moves, pad_value), apply_moves(A(c.base, d), c.moves, pad_value)};
 }
 
-inline Input make_contiguous(const Shape& s, DType dt, std::mt19937& rng, double lo, double hi) {
+inline Input make_contiguous(const IShape& s, DType dt, std::mt19937& rng, double lo, double hi) {
   return make_input(ViewCase{"contiguous", s, {}}, dt, rng, lo, hi);
 }
 
@@ -177,7 +177,7 @@ inline bool close(double got, double want, double rtol, double atol) {
   return std::fabs(got - want) <= atol + rtol * std::fabs(want);
 }
 
-inline std::string index_str(const Shape& s, int64_t flat) {
+inline std::string index_str(const IShape& s, int64_t flat) {
   std::vector<int64_t> idx(s.size());
   for (size_t i = s.size(); i-- > 0;) {
     idx[i] = flat % s[i];
@@ -188,7 +188,7 @@ inline std::string index_str(const Shape& s, int64_t flat) {
 
 // Realizes t and compares with ref; rtol = atol = 0 means exact.
 inline void check_values(Tensor t, const A& ref, double rtol = 0, double atol = 0) {
-  REQUIRE(t.shape() == ref.shape);
+  REQUIRE(mg::to_ints(t.shape()) == ref.shape);
   std::vector<double> got = t.data();
   REQUIRE(got.size() == ref.data.size());
   int bad = 0;
@@ -211,9 +211,9 @@ inline A map(const A& a, const std::function<double(double)>& f) {
   return r;
 }
 
-inline Shape bshape(const Shape& a, const Shape& b) {
+inline IShape bshape(const IShape& a, const IShape& b) {
   size_t n = std::max(a.size(), b.size());
-  Shape r(n);
+  IShape r(n);
   for (size_t i = 0; i < n; i++) {
     int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
@@ -224,7 +224,7 @@ inline Shape bshape(const Shape& a, const Shape& b) {
 }
 
 // numpy-style broadcast of x to shape s.
-inline A bcast(const A& x, const Shape& s) {
+inline A bcast(const A& x, const IShape& s) {
   A r = A::filled(s, 0);
   size_t off = s.size() - x.shape.size();
   for_each_index(s, [&](const std::vector<int64_t>& idx) {
@@ -238,7 +238,7 @@ inline A bcast(const A& x, const Shape& s) {
 
 // numpy-style broadcasting of a binary function.
 inline A zip(const A& a, const A& b, const std::function<double(double, double)>& f) {
-  Shape s = bshape(a.shape, b.shape);
+  IShape s = bshape(a.shape, b.shape);
   A x = bcast(a, s), y = bcast(b, s);
   for (size_t i = 0; i < x.data.size(); i++)
     x.data[i] = f(x.data[i], y.data[i]);
@@ -246,7 +246,7 @@ inline A zip(const A& a, const A& b, const std::function<double(double, double)>
 }
 
 inline A where3(const A& c, const A& a, const A& b) {
-  Shape s = bshape(c.shape, bshape(a.shape, b.shape));
+  IShape s = bshape(c.shape, bshape(a.shape, b.shape));
   A cc = bcast(c, s), x = bcast(a, s), y = bcast(b, s);
   for (size_t i = 0; i < x.data.size(); i++)
     x.data[i] = cc.data[i] != 0 ? x.data[i] : y.data[i];
@@ -268,7 +268,7 @@ inline std::vector<int64_t> norm_axes(const std::optional<std::vector<int64_t>>&
 
 inline A reduce(const A& a, const std::optional<std::vector<int64_t>>& axes0, bool keepdim, Red op) {
   auto axes = norm_axes(axes0, a.shape.size());
-  Shape keep = a.shape;
+  IShape keep = a.shape;
   for (auto ax : axes)
     keep[ax] = 1;
   int64_t count = numel(a.shape) / std::max<int64_t>(1, numel(keep));
@@ -290,7 +290,7 @@ inline A reduce(const A& a, const std::optional<std::vector<int64_t>>& axes0, bo
     for (auto& v : r.data)
       v /= static_cast<double>(count);
   if (!keepdim) {
-    Shape s;
+    IShape s;
     for (size_t i = 0; i < keep.size(); i++)
       if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) == axes.end()) s.push_back(keep[i]);
     r = ref_reshape(r, s);

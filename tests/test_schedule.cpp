@@ -13,7 +13,7 @@ using namespace mgtest;
 namespace {
 Tensor sc(const Tensor& t, double v) { return scalar_like(t, v); }
 
-Tensor realized(const Shape& s, DType dt, std::mt19937& rng, A* ref = nullptr, double lo = -3,
+Tensor realized(const IShape& s, DType dt, std::mt19937& rng, A* ref = nullptr, double lo = -3,
                 double hi = 3) {
   Input in = make_contiguous(s, dt, rng, lo, hi);
   in.t.realize();

@@ -14,6 +14,7 @@
 #include "test_util.h"
 
 using namespace mg;
+using mgtest::IShape;
 using mgtest::Arr;
 
 namespace {
@@ -22,7 +23,7 @@ struct MoveOp {
   std::vector<int64_t> arg; // flat pairs for PAD/SHRINK, 0/1 per axis for FLIP
 };
 
-std::string describe(const Shape& base, const std::vector<MoveOp>& ops) {
+std::string describe(const IShape& base, const std::vector<MoveOp>& ops) {
   std::ostringstream os;
   os << "contiguous" << mgtest::str(base);
   for (auto& m : ops)
@@ -33,15 +34,15 @@ std::string describe(const Shape& base, const std::vector<MoveOp>& ops) {
 ShapeTracker apply_st(ShapeTracker st, const MoveOp& m) {
   switch (m.op) {
   case Ops::RESHAPE:
-    return st.reshape(m.arg);
+    return st.reshape(to_shape(m.arg));
   case Ops::PERMUTE:
     return st.permute(m.arg);
   case Ops::EXPAND:
-    return st.expand(m.arg);
+    return st.expand(to_shape(m.arg));
   case Ops::PAD:
     return st.pad(mgtest::to_pairs(m.arg));
   case Ops::SHRINK:
-    return st.shrink(mgtest::to_pairs(m.arg));
+    return st.shrink(mgtest::spairs(mgtest::to_pairs(m.arg)));
   case Ops::FLIP:
     return st.flip(std::vector<bool>(m.arg.begin(), m.arg.end()));
   default:
@@ -68,7 +69,7 @@ Arr<int64_t> apply_ref(const Arr<int64_t>& a, const MoveOp& m) {
   }
 }
 
-Arr<int64_t> iota_arr(const Shape& s) {
+Arr<int64_t> iota_arr(const IShape& s) {
   std::vector<int64_t> d(mgtest::numel(s));
   std::iota(d.begin(), d.end(), 0);
   return Arr<int64_t>(s, d);
@@ -76,9 +77,9 @@ Arr<int64_t> iota_arr(const Shape& s) {
 
 // Every index of the final shape: offset_of and to_indexed agree with the materialized copy.
 // Returns the tracker, so callers can report how many views and masks were exercised.
-ShapeTracker check_against_reference(const Shape& base, const std::vector<MoveOp>& ops,
+ShapeTracker check_against_reference(const IShape& base, const std::vector<MoveOp>& ops,
                                      bool check_symbolic = true) {
-  ShapeTracker st = ShapeTracker::contiguous(base);
+  ShapeTracker st = ShapeTracker::contiguous(to_shape(base));
   Arr<int64_t> ref = iota_arr(base);
   for (auto& m : ops) {
     st = apply_st(st, m);
@@ -156,9 +157,9 @@ struct MoveGen {
   int rnd(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
   bool coin(int pct) { return rnd(0, 99) < pct; }
 
-  Shape random_shape(int max_numel) {
+  IShape random_shape(int max_numel) {
     for (;;) {
-      Shape s(rnd(1, 4));
+      IShape s(rnd(1, 4));
       for (auto& d : s)
         d = rnd(1, 5);
       if (mgtest::numel(s) <= max_numel) return s;
@@ -166,12 +167,12 @@ struct MoveGen {
   }
 
   // A new shape with the same numel: merge, split, add/remove 1s, or refactor entirely.
-  Shape reshape_target(const Shape& s) {
+  IShape reshape_target(const IShape& s) {
     int64_t n = mgtest::numel(s);
     int kind = rnd(0, 3);
     if (kind == 0 && s.size() >= 2) { // merge two adjacent dims
       size_t i = rnd(0, static_cast<int>(s.size()) - 2);
-      Shape r(s.begin(), s.begin() + i);
+      IShape r(s.begin(), s.begin() + i);
       r.push_back(s[i] * s[i + 1]);
       r.insert(r.end(), s.begin() + i + 2, s.end());
       return r;
@@ -184,7 +185,7 @@ struct MoveGen {
           if (s[i] % d == 0) divs.push_back(d);
         if (divs.empty()) continue;
         int64_t d = divs[rnd(0, static_cast<int>(divs.size()) - 1)];
-        Shape r(s.begin(), s.begin() + i);
+        IShape r(s.begin(), s.begin() + i);
         r.push_back(d);
         r.push_back(s[i] / d);
         r.insert(r.end(), s.begin() + i + 1, s.end());
@@ -192,7 +193,7 @@ struct MoveGen {
       }
     }
     if (kind == 2) { // insert or remove a 1
-      Shape r = s;
+      IShape r = s;
       auto it = std::find(r.begin(), r.end(), 1);
       if (it != r.end() && r.size() > 1 && coin(50))
         r.erase(it);
@@ -201,7 +202,7 @@ struct MoveGen {
       return r;
     }
     // any factorization of n into up to 4 factors
-    Shape r;
+    IShape r;
     int64_t rest = n;
     while (rest > 1 && r.size() < 3) {
       std::vector<int64_t> divs;
@@ -216,7 +217,7 @@ struct MoveGen {
     return r;
   }
 
-  MoveOp random_op(const Shape& s) {
+  MoveOp random_op(const IShape& s) {
     for (;;) {
       switch (rnd(0, 5)) {
       case 0:
@@ -228,7 +229,7 @@ struct MoveGen {
         return {Ops::PERMUTE, p};
       }
       case 2: {
-        Shape e = s;
+        IShape e = s;
         bool any = false;
         for (auto& d : e)
           if (d == 1 && coin(70)) d = rnd(2, 3), any = true;
@@ -273,9 +274,9 @@ TEST_CASE("random movement-op compositions match a materialized copy", "[shapetr
   int multi_view = 0, masked = 0;
   const int n_cases = 1500;
   for (int t = 0; t < n_cases; t++) {
-    Shape base = g.random_shape(120);
+    IShape base = g.random_shape(120);
     std::vector<MoveOp> ops;
-    Shape cur = base;
+    IShape cur = base;
     int n = g.rnd(1, 6);
     for (int k = 0; k < n; k++) {
       MoveOp m = g.random_op(cur);
@@ -327,8 +328,8 @@ TEST_CASE("hand-picked compositions match a materialized copy", "[shapetracker]"
 TEST_CASE("reshape of a contiguous tracker stays one contiguous view", "[shapetracker]") {
   auto st = ShapeTracker::contiguous({2, 3, 4});
   CHECK(st.is_contiguous());
-  for (Shape s : {Shape{6, 4}, Shape{24}, Shape{4, 3, 2}, Shape{2, 1, 12, 1}, Shape{1, 24}}) {
-    auto r = st.reshape(s);
+  for (IShape s : {IShape{6, 4}, IShape{24}, IShape{4, 3, 2}, IShape{2, 1, 12, 1}, IShape{1, 24}}) {
+    auto r = st.reshape(to_shape(s));
     INFO(r.to_string());
     CHECK(r.views.size() == 1);
     CHECK(r.is_contiguous());
@@ -345,7 +346,7 @@ TEST_CASE("permute then reshape produces two views when one cannot express it", 
   auto st = ShapeTracker::contiguous({2, 3}).permute({1, 0}).reshape({6});
   INFO(st.to_string());
   CHECK(st.views.size() == 2);
-  CHECK(st.shape() == Shape{6});
+  CHECK(st.shape() == IShape{6});
   const std::vector<int64_t> want{0, 3, 1, 4, 2, 5};
   for (int64_t i = 0; i < 6; i++)
     CHECK(st.offset_of({i}) == want[i]);
@@ -381,7 +382,7 @@ TEST_CASE("views: canonical forms and strides", "[shapetracker]") {
   CHECK_FALSE(m.mask.has_value());
   CHECK(m.contiguous);
   View p = v.permute({1, 0});
-  CHECK(p.shape == Shape{4, 3});
+  CHECK(p.shape == IShape{4, 3});
   CHECK(p.strides == std::vector<int64_t>{1, 4});
   CHECK_FALSE(p.contiguous);
   // expand: stride 0 on the broadcast dim
@@ -394,10 +395,10 @@ TEST_CASE("views: canonical forms and strides", "[shapetracker]") {
   // shrink moves the offset
   View s = View::create({5, 6}).shrink({{1, 3}, {2, 5}});
   CHECK(s.offset == 1 * 6 + 2);
-  CHECK(s.shape == Shape{2, 3});
+  CHECK(s.shape == IShape{2, 3});
   // movement ops through ShapeTracker::apply with flat UOp args
   auto st = ShapeTracker::contiguous({3, 4});
-  CHECK(st.apply(Ops::PAD, std::vector<int64_t>{1, 0, 0, 2}) == st.pad({{1, 0}, {0, 2}}));
+  CHECK(st.apply(Ops::PAD, Shape{1, 0, 0, 2}) == st.pad({{1, 0}, {0, 2}}));
   CHECK(st.apply(Ops::FLIP, std::vector<int64_t>{0, 1}) == st.flip({false, true}));
   CHECK(st.apply(Ops::PERMUTE, std::vector<int64_t>{1, 0}) == st.permute({1, 0}));
 }

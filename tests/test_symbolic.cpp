@@ -15,6 +15,7 @@ using namespace mg;
 
 namespace {
 using mgtest::ci;
+using mgtest::IShape;
 using mgtest::range;
 UOpRef cf(double v) { return UOp::cconst(DType::Float32, v); }
 UOpRef cb(bool v) { return UOp::cconst(DType::Bool, v ? 1 : 0); }
@@ -24,7 +25,7 @@ UOpRef umax(const UOpRef& a, const UOpRef& b) { return alu(Ops::MAX, {a, b}); }
 
 // Checks that `b` computes the same as `a` at every point of the listed RANGE variables.
 void require_same_values(const UOpRef& a, const UOpRef& b, const std::vector<UOpRef>& vars) {
-  Shape sizes;
+  IShape sizes;
   for (auto& v : vars)
     sizes.push_back(static_cast<int64_t>(v->src[0]->const_value()));
   mgtest::for_each_index(sizes, [&](const std::vector<int64_t>& pt) {
@@ -254,7 +255,7 @@ TEST_CASE("randomized: symbolic() keeps the value of random integer expressions 
   for (int t = 0; t < n_trees; t++) {
     int nv = g.rnd(2, 3);
     g.vars.clear();
-    Shape sizes;
+    IShape sizes;
     for (int v = 0; v < nv; v++) {
       int64_t n = g.rnd(1, 7);
       sizes.push_back(n);

@@ -44,7 +44,7 @@ A ref_slice(const A& a, const std::vector<Slice>& sl) {
       keep.push_back(true);
     }
   }
-  Shape full, out;
+  IShape full, out;
   for (size_t d = 0; d < picks.size(); d++) {
     full.push_back(static_cast<int64_t>(picks[d].size()));
     if (keep[d]) out.push_back(static_cast<int64_t>(picks[d].size()));
@@ -220,22 +220,22 @@ TEST_CASE("movement ops on top of view inputs", "[tensor][movement]") {
 
 TEST_CASE("shapes of movement results", "[tensor][movement]") {
   Tensor a = Tensor::zeros({2, 1, 3, 1});
-  CHECK(a.squeeze().shape() == Shape{2, 3});
-  CHECK(a.squeeze(1).shape() == Shape{2, 3, 1});
-  CHECK(a.squeeze(-1).shape() == Shape{2, 1, 3});
-  CHECK(a.unsqueeze(0).shape() == Shape{1, 2, 1, 3, 1});
-  CHECK(a.unsqueeze(-1).shape() == Shape{2, 1, 3, 1, 1});
-  CHECK(a.flatten().shape() == Shape{6});
-  CHECK(a.flatten(1).shape() == Shape{2, 3});
-  CHECK(a.flatten(0, 2).shape() == Shape{6, 1});
-  CHECK(a.reshape({-1}).shape() == Shape{6});
-  CHECK(a.reshape({3, -1}).shape() == Shape{3, 2});
-  CHECK(a.permute({3, 2, 1, 0}).shape() == Shape{1, 3, 1, 2});
-  CHECK(a.expand({2, 4, 3, 5}).shape() == Shape{2, 4, 3, 5});
-  CHECK(a.pad({{1, 1}, {0, 0}, {2, 0}, {0, 3}}).shape() == Shape{4, 1, 5, 4});
-  CHECK(a.shrink({{0, 1}, {0, 1}, {1, 3}, {0, 1}}).shape() == Shape{1, 1, 2, 1});
-  CHECK(Tensor::zeros({4, 5}).T().shape() == Shape{5, 4});
-  CHECK(Tensor::zeros({2, 3, 4}).transpose(0, 2).shape() == Shape{4, 3, 2});
+  CHECK(a.squeeze().shape() == IShape{2, 3});
+  CHECK(a.squeeze(1).shape() == IShape{2, 3, 1});
+  CHECK(a.squeeze(-1).shape() == IShape{2, 1, 3});
+  CHECK(a.unsqueeze(0).shape() == IShape{1, 2, 1, 3, 1});
+  CHECK(a.unsqueeze(-1).shape() == IShape{2, 1, 3, 1, 1});
+  CHECK(a.flatten().shape() == IShape{6});
+  CHECK(a.flatten(1).shape() == IShape{2, 3});
+  CHECK(a.flatten(0, 2).shape() == IShape{6, 1});
+  CHECK(a.reshape({-1}).shape() == IShape{6});
+  CHECK(a.reshape({3, -1}).shape() == IShape{3, 2});
+  CHECK(a.permute({3, 2, 1, 0}).shape() == IShape{1, 3, 1, 2});
+  CHECK(a.expand({2, 4, 3, 5}).shape() == IShape{2, 4, 3, 5});
+  CHECK(a.pad({{1, 1}, {0, 0}, {2, 0}, {0, 3}}).shape() == IShape{4, 1, 5, 4});
+  CHECK(a.shrink({{0, 1}, {0, 1}, {1, 3}, {0, 1}}).shape() == IShape{1, 1, 2, 1});
+  CHECK(Tensor::zeros({4, 5}).T().shape() == IShape{5, 4});
+  CHECK(Tensor::zeros({2, 3, 4}).transpose(0, 2).shape() == IShape{4, 3, 2});
 }
 
 TEST_CASE("movement-only results of a realized buffer read back correctly", "[tensor][movement]") {

@@ -229,7 +229,7 @@ TEST_CASE("pow with negative bases and integer exponents", "[tensor][elementwise
 TEST_CASE("broadcasting binary ops", "[tensor][elementwise][broadcast]") {
   std::mt19937 rng(70);
   struct Case {
-    Shape a, b;
+    IShape a, b;
   };
   const std::vector<Case> cases{{{3, 1}, {1, 4}}, {{2, 3, 4}, {4}}, {{4}, {2, 3, 4}}, {{2, 1, 4}, {3, 1}},
                                 {{1}, {3, 4}},    {{3, 4}, {}},     {{}, {2, 3}},     {{5, 1, 1}, {1, 2, 3}}};
@@ -309,7 +309,7 @@ TEST_CASE("where selects with broadcasting and on views", "[tensor][elementwise]
   Tensor a = Tensor::from_data({1, 2, 3, 4}, {1, 4}, DType::Int32);
   Tensor b = Tensor::from_data({-7}, {1}, DType::Int32);
   Tensor w = c.where(a, b);
-  CHECK(w.shape() == Shape{3, 4});
+  CHECK(w.shape() == IShape{3, 4});
   CHECK(w.dtype() == DType::Int32);
   check_values(w, A({3, 4}, {1, 2, 3, 4, -7, -7, -7, -7, 1, 2, 3, 4}));
 }
@@ -384,7 +384,7 @@ TEST_CASE("sum and mean of float16 and bfloat16 keep their dtype, as in tinygrad
 
 TEST_CASE("full, zeros, ones, empty", "[tensor][creation]") {
   Tensor f = Tensor::full({2, 3}, 2.5, DType::Float32);
-  CHECK(f.shape() == Shape{2, 3});
+  CHECK(f.shape() == IShape{2, 3});
   CHECK(f.dtype() == DType::Float32);
   check_values(f, A::filled({2, 3}, 2.5));
   Tensor fi = Tensor::full({4}, -7, DType::Int32);
@@ -394,7 +394,7 @@ TEST_CASE("full, zeros, ones, empty", "[tensor][creation]") {
   check_values(Tensor::ones({5}, DType::Int32), A::filled({5}, 1));
   CHECK(Tensor::ones({5}).dtype() == DType::Float32);
   Tensor e = Tensor::empty({2, 5}, DType::Int32);
-  CHECK(e.shape() == Shape{2, 5});
+  CHECK(e.shape() == IShape{2, 5});
   CHECK(e.dtype() == DType::Int32);
   CHECK(e.numel() == 10);
   // a 0-d full
@@ -409,7 +409,7 @@ TEST_CASE("full, zeros, ones, empty", "[tensor][creation]") {
 
 TEST_CASE("from_data keeps values, shape and dtype", "[tensor][creation]") {
   Tensor t = Tensor::from_data({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Float32);
-  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.shape() == IShape{2, 3});
   CHECK(t.ndim() == 2);
   CHECK(t.numel() == 6);
   CHECK(t.device() == "CPU");
@@ -466,7 +466,7 @@ TEST_CASE("rand is uniform in 0 to 1 excluding 1", "[tensor][random]") {
   Tensor::manual_seed(123);
   Tensor r = Tensor::rand({100, 100});
   CHECK(r.dtype() == DType::Float32);
-  CHECK(r.shape() == Shape{100, 100});
+  CHECK(r.shape() == IShape{100, 100});
   auto v = r.data();
   double sum = 0, sq = 0;
   int low = 0;
@@ -532,8 +532,8 @@ TEST_CASE("incompatible broadcasting throws naming both shapes", "[tensor][error
   REQUIRE_THROWS_WITH(c.mul(d), Catch::Contains("(2, 3)") && Catch::Contains("(3, 2)"));
   REQUIRE_THROWS_WITH(c.where(c, d), Catch::Contains("(3, 2)"));
   REQUIRE_THROWS(broadcast_shape({2, 3}, {4, 3}));
-  CHECK(broadcast_shape({3, 1}, {1, 4}) == Shape{3, 4});
-  CHECK(broadcast_shape({4}, {2, 3, 4}) == Shape{2, 3, 4});
+  CHECK(broadcast_shape({3, 1}, {1, 4}) == IShape{3, 4});
+  CHECK(broadcast_shape({4}, {2, 3, 4}) == IShape{2, 3, 4});
 }
 
 TEST_CASE("reshape to a different numel throws naming the shapes", "[tensor][errors]") {

@@ -61,7 +61,7 @@ A ref_argmax(const A& a, std::optional<int64_t> axis, bool keepdim) {
     return A({}, {static_cast<double>(best)});
   }
   int64_t ax = *axis < 0 ? *axis + static_cast<int64_t>(a.shape.size()) : *axis;
-  Shape keep = a.shape;
+  IShape keep = a.shape;
   keep[ax] = 1;
   A r = A::filled(keep, 0), best = A::filled(keep, -INFINITY);
   for_each_index(a.shape, [&](const std::vector<int64_t>& idx) {
@@ -70,7 +70,7 @@ A ref_argmax(const A& a, std::optional<int64_t> axis, bool keepdim) {
     if (a.at(idx) > best.at(o)) best.at(o) = a.at(idx), r.at(o) = static_cast<double>(idx[ax]);
   });
   if (!keepdim) {
-    Shape s = a.shape;
+    IShape s = a.shape;
     s.erase(s.begin() + ax);
     r = ref_reshape(r, s);
   }
@@ -106,12 +106,12 @@ A ref_matmul(const A& a0, const A& b0) {
   if (a1) a = ref_reshape(a, {1, a.shape[0]});
   if (b1) b = ref_reshape(b, {b.shape[0], 1});
   int64_t n = a.shape[a.shape.size() - 2], k = a.shape.back(), m = b.shape.back();
-  Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
-  Shape batch = bshape(ba, bb);
-  Shape sa = batch, sb = batch;
+  IShape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  IShape batch = bshape(ba, bb);
+  IShape sa = batch, sb = batch;
   sa.push_back(n), sa.push_back(k), sb.push_back(k), sb.push_back(m);
   A x = bcast(a, sa), y = bcast(b, sb);
-  Shape so = batch;
+  IShape so = batch;
   so.push_back(n), so.push_back(m);
   A r = A::filled(so, 0);
   int64_t nb = numel(batch);
@@ -123,7 +123,7 @@ A ref_matmul(const A& a0, const A& b0) {
           acc += x.data[(q * n + i) * k + l] * y.data[(q * k + l) * m + j];
         r.data[(q * n + i) * m + j] = acc;
       }
-  Shape out = batch;
+  IShape out = batch;
   if (!a1) out.push_back(n);
   if (!b1) out.push_back(m);
   return ref_reshape(r, out);

@@ -50,9 +50,9 @@ TEST_CASE("UOp::make hash-conses equal parts into one object", "[uop]") {
   CHECK(UOp::cconst(DType::Float32, 1.5).get() == UOp::cconst(DType::Float32, 1.5).get());
 
   // different arg kinds with "equal" contents are different
-  auto v1 = UOp::make(Ops::RESHAPE, DType::Float32, {r}, std::vector<int64_t>{2, 5});
-  auto v2 = UOp::make(Ops::RESHAPE, DType::Float32, {r}, std::vector<int64_t>{5, 2});
-  auto v3 = UOp::make(Ops::RESHAPE, DType::Float32, {r}, std::vector<int64_t>{2, 5});
+  auto v1 = UOp::make(Ops::RESHAPE, DType::Float32, {r}, Shape{2, 5});
+  auto v2 = UOp::make(Ops::RESHAPE, DType::Float32, {r}, Shape{5, 2});
+  auto v3 = UOp::make(Ops::RESHAPE, DType::Float32, {r}, Shape{2, 5});
   CHECK(v1.get() != v2.get());
   CHECK(v1.get() == v3.get());
   auto ra = UOp::make(Ops::REDUCE_AXIS, DType::Float32, {r}, ReduceArg{Ops::ADD, {0}});
@@ -238,21 +238,21 @@ TEST_CASE("shapes of tensor-level UOps", "[uop]") {
   auto c = UOp::cconst(DType::Float32, 1);
   CHECK(c->has_shape);
   CHECK(c->shape.empty());
-  auto rs = UOp::make(Ops::RESHAPE, DType::Float32, {c}, std::vector<int64_t>{1, 1});
+  auto rs = UOp::make(Ops::RESHAPE, DType::Float32, {c}, Shape{1, 1});
   CHECK(rs->shape == Shape{1, 1});
-  auto ex = UOp::make(Ops::EXPAND, DType::Float32, {rs}, std::vector<int64_t>{3, 4});
+  auto ex = UOp::make(Ops::EXPAND, DType::Float32, {rs}, Shape{3, 4});
   CHECK(ex->shape == Shape{3, 4});
   CHECK(ex->numel() == 12);
   auto pm = UOp::make(Ops::PERMUTE, DType::Float32, {ex}, std::vector<int64_t>{1, 0});
   CHECK(pm->shape == Shape{4, 3});
-  auto pd = UOp::make(Ops::PAD, DType::Float32, {pm}, std::vector<int64_t>{1, 2, 0, 3});
+  auto pd = UOp::make(Ops::PAD, DType::Float32, {pm}, Shape{1, 2, 0, 3});
   CHECK(pd->shape == Shape{7, 6});
-  auto sh = UOp::make(Ops::SHRINK, DType::Float32, {pd}, std::vector<int64_t>{1, 5, 2, 4});
+  auto sh = UOp::make(Ops::SHRINK, DType::Float32, {pd}, Shape{1, 5, 2, 4});
   CHECK(sh->shape == Shape{4, 2});
   auto red = UOp::make(Ops::REDUCE_AXIS, DType::Float32, {sh}, ReduceArg{Ops::ADD, {1}});
   CHECK(red->shape == Shape{4, 1});
   auto add = UOp::make(Ops::ADD, DType::Float32, {red, red});
   CHECK(add->shape == Shape{4, 1});
-  CHECK(shape_str({3, 4}) == "(3, 4)");
-  CHECK(shape_str({5}) == "(5,)");
+  CHECK(shape_str(Shape{3, 4}) == "(3, 4)");
+  CHECK(shape_str(Shape{5}) == "(5,)");
 }

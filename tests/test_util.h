@@ -26,26 +26,33 @@ template <> struct StringMaker<mg::Ops> {
 };
 } // namespace Catch
 
+// The engine's shapes may be symbolic; the references here are plain numbers.
+namespace mg {
+inline bool operator==(const Shape& a, const std::vector<int64_t>& b) { return a == to_shape(b); }
+} // namespace mg
+
 namespace mgtest {
 
-using Shape = std::vector<int64_t>;
+using IShape = std::vector<int64_t>; // plain numbers: the references know nothing of Variables
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
 
-inline int64_t numel(const Shape& s) {
+inline int64_t numel(const IShape& s) {
   int64_t n = 1;
   for (auto d : s)
     n *= d;
   return n;
 }
 
-inline std::vector<int64_t> row_major_strides(const Shape& s) {
+inline std::vector<int64_t> row_major_strides(const IShape& s) {
   std::vector<int64_t> st(s.size(), 1);
   for (size_t i = s.size(); i-- > 1;)
     st[i - 1] = st[i] * s[i];
   return st;
 }
 
-inline std::string str(const Shape& s) {
+inline int64_t numel(const mg::Shape& s) { return mg::prod(s); }
+inline std::string str(const mg::Shape& s) { return mg::shape_str(s); }
+inline std::string str(const IShape& s) {
   std::ostringstream os;
   os << "(";
   for (size_t i = 0; i < s.size(); i++)
@@ -55,7 +62,7 @@ inline std::string str(const Shape& s) {
 }
 
 // Calls f(idx) for every multi-index of shape s in row-major order.
-inline void for_each_index(const Shape& s, const std::function<void(const std::vector<int64_t>&)>& f) {
+inline void for_each_index(const IShape& s, const std::function<void(const std::vector<int64_t>&)>& f) {
   if (numel(s) == 0) return;
   std::vector<int64_t> idx(s.size(), 0);
   while (true) {
@@ -72,14 +79,16 @@ inline void for_each_index(const Shape& s, const std::function<void(const std::v
 
 // A materialized row-major n-d array.
 template <class T> struct Arr {
-  Shape shape;
+  IShape shape;
   std::vector<T> data;
 
   Arr() = default;
-  Arr(Shape s, std::vector<T> d) : shape(std::move(s)), data(std::move(d)) {
+  Arr(IShape s, std::vector<T> d) : shape(std::move(s)), data(std::move(d)) {
     if (static_cast<int64_t>(data.size()) != numel(shape)) throw std::logic_error("Arr: size mismatch");
   }
-  static Arr filled(Shape s, T v) { return Arr(s, std::vector<T>(numel(s), v)); }
+  template <class S>
+  requires std::same_as<S, mg::Shape> Arr(const S& s, std::vector<T> d) : Arr(mg::to_ints(s), std::move(d)) {}
+  static Arr filled(IShape s, T v) { return Arr(s, std::vector<T>(numel(s), v)); }
   int64_t flat(const std::vector<int64_t>& idx) const {
     int64_t f = 0;
     for (size_t i = 0; i < shape.size(); i++)
@@ -92,13 +101,17 @@ template <class T> struct Arr {
 
 // ---- movement ops on materialized arrays (the naive reference for views)
 
-template <class T> Arr<T> ref_reshape(const Arr<T>& a, const Shape& s) {
+// An engine shape as plain numbers (the references take those).
+inline IShape ints(const mg::Shape& s) { return mg::to_ints(s); }
+inline std::vector<std::pair<mg::sint, mg::sint>> spairs(const Pairs& p) { return {p.begin(), p.end()}; }
+
+template <class T> Arr<T> ref_reshape(const Arr<T>& a, const IShape& s) {
   if (numel(s) != numel(a.shape)) throw std::logic_error("ref_reshape: numel differs");
   return Arr<T>(s, a.data);
 }
 
 template <class T> Arr<T> ref_permute(const Arr<T>& a, const std::vector<int64_t>& order) {
-  Shape s;
+  IShape s;
   for (auto o : order)
     s.push_back(a.shape[o]);
   Arr<T> r = Arr<T>::filled(s, T{});
@@ -112,7 +125,7 @@ template <class T> Arr<T> ref_permute(const Arr<T>& a, const std::vector<int64_t
 }
 
 // Broadcast dims of size 1 (same rank) to s.
-template <class T> Arr<T> ref_expand(const Arr<T>& a, const Shape& s) {
+template <class T> Arr<T> ref_expand(const Arr<T>& a, const IShape& s) {
   Arr<T> r = Arr<T>::filled(s, T{});
   for_each_index(s, [&](const std::vector<int64_t>& idx) {
     std::vector<int64_t> src(idx);
@@ -124,7 +137,7 @@ template <class T> Arr<T> ref_expand(const Arr<T>& a, const Shape& s) {
 }
 
 template <class T> Arr<T> ref_pad(const Arr<T>& a, const Pairs& p, T fill) {
-  Shape s = a.shape;
+  IShape s = a.shape;
   for (size_t i = 0; i < s.size(); i++)
     s[i] += p[i].first + p[i].second;
   Arr<T> r = Arr<T>::filled(s, fill);
@@ -138,7 +151,7 @@ template <class T> Arr<T> ref_pad(const Arr<T>& a, const Pairs& p, T fill) {
 }
 
 template <class T> Arr<T> ref_shrink(const Arr<T>& a, const Pairs& p) {
-  Shape s(a.shape.size());
+  IShape s(a.shape.size());
   for (size_t i = 0; i < s.size(); i++)
     s[i] = p[i].second - p[i].first;
   Arr<T> r = Arr<T>::filled(s, T{});

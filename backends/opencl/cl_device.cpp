@@ -88,7 +88,7 @@ const Dialect& cl_dialect() {
       if (!k.local_size.empty()) {
         os << "__attribute__((reqd_work_group_size(";
         for (size_t i = 0; i < 3; i++)
-          os << (i ? ", " : "") << (i < k.local_size.size() ? k.local_size[i] : 1);
+          os << (i ? ", " : "") << (i < k.local_size.size() ? k.local_size[i].value() : 1);
         os << "))) ";
       }
       os << "void " << k.fn << "(";

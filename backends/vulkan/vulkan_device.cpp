@@ -238,9 +238,9 @@ const Dialect& glsl_dialect() {
       os << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
       os << "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_16bit_storage : "
             "require\n";
-      os << "layout(local_size_x = " << (k.local_size.size() > 0 ? k.local_size[0] : 1)
-         << ", local_size_y = " << (k.local_size.size() > 1 ? k.local_size[1] : 1)
-         << ", local_size_z = " << (k.local_size.size() > 2 ? k.local_size[2] : 1) << ") in;\n";
+      os << "layout(local_size_x = " << (k.local_size.size() > 0 ? k.local_size[0].value() : 1)
+         << ", local_size_y = " << (k.local_size.size() > 1 ? k.local_size[1].value() : 1)
+         << ", local_size_z = " << (k.local_size.size() > 2 ? k.local_size[2].value() : 1) << ") in;\n";
       for (auto& [i, t] : k.globals)
         os << "layout(std430, set = 0, binding = " << i << ") " << (i == 0 ? "" : "readonly ") << "buffer B"
            << i << " { " << storage_type(t) << " data" << i << "[]; };\n";

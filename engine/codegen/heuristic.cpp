@@ -356,7 +356,7 @@ void order_outer_loops(CpuKernel& k, const std::vector<size_t>& outer, const Mac
       if (!k.full_load(e)) continue;
       auto& [u, st] = e;
       int64_t n = k.bytes(st, k.loaded.at(u));
-      total += st.views.back().strides[o] == 0 && n > cached ? n * k.ks.full[o] : n;
+      total += st.views.back().strides[o] == 0 && n > cached ? n * k.ks.full[o].value() : n;
     }
     return total;
   };

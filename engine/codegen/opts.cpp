@@ -90,7 +90,7 @@ bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
   if (ks.kind[i] != ks.kind[i + 1]) return false;
   KernelShape n = ks;
   for (Shape* s : {&n.full, &n.out}) {
-    (*s)[i] *= (*s)[i + 1];
+    (*s)[i] = (*s)[i] * (*s)[i + 1];
     s->erase(s->begin() + i + 1);
   }
   n.kind.erase(n.kind.begin() + i + 1);
@@ -186,10 +186,10 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
            std::to_string(kMaxGroupPartials) + ")");
   }
   KernelShape n = ks;
-  n.full[d] /= amount;
+  n.full[d] = n.full[d].value() / amount;
   n.full.insert(n.full.begin() + d + 1, amount);
   int64_t out = ks.reduces(d) ? 1 : amount;
-  n.out[d] /= out;
+  n.out[d] = n.out[d].value() / out;
   n.out.insert(n.out.begin() + d + 1, out);
   n.kind.insert(n.kind.begin() + d + 1, o.op == OptOp::LOCAL ? kLocal
                                         : group              ? kGroup
