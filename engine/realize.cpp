@@ -28,15 +28,19 @@ KernelLog::KernelLog() { kernel_logs().push_back(this); }
 KernelLog::~KernelLog() { std::erase(kernel_logs(), this); }
 
 void replay(const std::vector<ScheduleItem>& items,
-            const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap) {
+            const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap,
+            const std::map<std::string, int64_t>& vars) {
   std::vector<ScheduleItem> run = items;
-  for (auto& it : run)
+  for (auto& it : run) {
     for (auto& b : it.bufs)
       for (auto& [from, to] : swap)
         if (b.get() == from) {
           b = to;
           break; // one swap per buffer: f(B, A) after f(A, B) must not swap back
         }
+    for (auto& [var, value] : it.var_vals)
+      if (auto v = vars.find(var->var().name); v != vars.end()) value = v->second;
+  }
   run_schedule(run);
   UOp::mutation_epoch()++;
 }

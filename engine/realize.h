@@ -1,6 +1,7 @@
 // Running a schedule: each item's kernel from the kernel cache (engine/kernel_cache.h, compiled
 // by engine/codegen/pipeline.h on a miss), launched on its buffers and timed.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,8 +34,10 @@ public:
 // Runs captured items again, each buffer in `swap` replaced by its partner (TinyJit's replay:
 // the captured call's inputs become the new call's). Kernels may write buffers in place, so
 // values cached in graph nodes expire (a new mutation epoch).
+// `vars`: new values for the Variables the kernels take, by name (one compiled kernel serves all).
 void replay(const std::vector<ScheduleItem>& items,
-            const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap);
+            const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap,
+            const std::map<std::string, int64_t>& vars = {});
 
 // Compiles the item with `opts` chosen by hand (an illegal one throws IllegalOpt, naming it; not
 // into the kernel cache) and runs it `repeats` times on the item's buffers. Returns the best

@@ -76,7 +76,8 @@ namespace {
 // enough to be worth waking another core for: from 2^22 (a 16 MiB float32 sum; a 1M sum stays the
 // one fused kernel the lessons show).
 bool long_reduce(const UOp* r) {
-  return r->op == Ops::REDUCE_AXIS && r->numel() > 0 && r->src[0]->numel() / r->numel() >= (int64_t(1) << 22);
+  return r->op == Ops::REDUCE_AXIS && r->max_numel() > 0 &&
+         r->src[0]->max_numel() / r->max_numel() >= (int64_t(1) << 22);
 }
 
 const PatternMatcher& split_reduce_rules() {
@@ -84,7 +85,7 @@ const PatternMatcher& split_reduce_rules() {
       {UPat::op(Ops::REDUCE_AXIS).named("r"), [](const Match& m) -> UOpRef {
          const UOpRef& r = m["r"];
          const UOpRef& x = r->src[0];
-         int64_t out = r->numel();
+         int64_t out = r->max_numel();
          if (!long_reduce(r.get())) return nullptr;
          // A reduce of constants only (arange's cumsum) folds to a closed form: not split either.
          bool loads = false;
@@ -93,8 +94,8 @@ const PatternMatcher& split_reduce_rules() {
          if (!loads) return nullptr;
          const ReduceArg& ra = r->rarg();
          for (int64_t i : ra.axes)
-           for (int64_t d = x->shape[i].is_const() ? std::min<int64_t>(256, (int64_t(1) << 22) / out) : 0; d >= 8;
-                d--) { // <= 2^22 partials (a symbolic axis is not split)
+           for (int64_t d = x->shape[i].is_const() ? std::min<int64_t>(256, (int64_t(1) << 22) / out) : 0;
+                d >= 8; d--) { // <= 2^22 partials (a symbolic axis is not split)
              if (x->shape[i] % d) continue;
              Shape split = x->shape;
              split[i] = d;
@@ -157,6 +158,58 @@ ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<
   return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, boundary::assign_copy};
 }
 
+// An expression with each bound Variable replaced by the Variable itself, its value recorded in
+// `vals` (by name).
+UOpRef unbind_expr(const UOpRef& e, std::map<std::string, std::pair<UOpRef, int64_t>>& vals) {
+  if (e->op == Ops::BIND) {
+    const UOpRef& var = e->src[0];
+    int64_t v = e->src[1]->const_bits();
+    auto [it, fresh] = vals.try_emplace(var->var().name, var, v);
+    if (!fresh && it->second.second != v)
+      throw std::invalid_argument("Variable " + var->var().name + " is bound to " +
+                                  std::to_string(it->second.second) + " and to " + std::to_string(v) +
+                                  " in one kernel");
+    return var;
+  }
+  std::vector<UOpRef> src;
+  bool changed = false;
+  for (auto& x : e->src) {
+    src.push_back(unbind_expr(x, vals));
+    changed |= src.back() != x;
+  }
+  return changed ? e->replace_src(std::move(src)) : e;
+}
+sint unbind(const sint& s, std::map<std::string, std::pair<UOpRef, int64_t>>& vals) {
+  return s.is_const() ? s : sint(unbind_expr(s.expr(), vals));
+}
+
+// The kernel AST with its views' Variables unbound (one compiled kernel serves every value), and
+// the values, for the kernel's launch.
+std::pair<UOpRef, std::vector<std::pair<UOpRef, int64_t>>> unbind(const UOpRef& ast) {
+  std::map<std::string, std::pair<UOpRef, int64_t>> vals;
+  PatternMatcher pm{{UPat::op(Ops::VIEW), [&](const Match& m) -> UOpRef {
+                       const ShapeTracker& st = m.root()->st();
+                       ShapeTracker r = st;
+                       for (View& v : r.views) {
+                         for (auto& d : v.shape)
+                           d = unbind(d, vals);
+                         v.offset = unbind(v.offset, vals);
+                       }
+                       return r == st ? UOpRef() : view_uop(r);
+                     }}};
+  bool any = false;
+  for (const UOp* u : toposort(ast.get()))
+    if (u->op == Ops::VIEW)
+      for (auto& v : u->st().views)
+        any |= is_symbolic(v.shape) || !v.offset.is_const();
+  if (!any) return {ast, {}};
+  UOpRef r = graph_rewrite(ast, pm);
+  std::vector<std::pair<UOpRef, int64_t>> out;
+  for (auto& [_, p] : vals)
+    out.push_back(p);
+  return {r, out};
+}
+
 struct Scheduler {
   explicit Scheduler(bool commit) : commit(commit) {}
   bool commit; // set `realized` on graph nodes (false: preview only)
@@ -167,6 +220,7 @@ struct Scheduler {
   // In-place assigns: the value is computed into a fresh buffer like any other, and copied into
   // the target after every kernel, so all readers of the old contents ran first.
   std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> copies; // target, fresh
+  std::vector<std::shared_ptr<Buffer>> written_in_place; // by assigns to a region of them
   // Buffers of kernels that read no buffer (a constant, an arange, or only other such buffers):
   // they have no home of their own yet, and run where their first reader runs. Each maps to the
   // floating buffers its kernel reads, which move with it.
@@ -264,7 +318,7 @@ struct KernelBuilder {
   static int64_t broadcast_factor(const Path& p) {
     int64_t f = 1;
     for (const UOp* x : p)
-      if (x->op == Ops::EXPAND && x->src[0]->numel() > 0) f *= x->numel() / x->src[0]->numel();
+      if (x->op == Ops::EXPAND && x->src[0]->max_numel() > 0) f *= x->max_numel() / x->src[0]->max_numel();
     return f;
   }
 
@@ -354,14 +408,18 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   if (auto it = done.find(u.get()); it != done.end()) return it->second;
   KernelBuilder kb(*this, u.get());
   kb.find_reduce(u.get());
-  auto out = std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->numel()));
+  auto target = assign_target(u.get());
+  // an assign to a region of a buffer (src[2], movement ops over it) stores there directly
+  const UOp* region = target && u->src.size() == 3 ? u->src[2].get() : nullptr;
+  auto out = region
+                 ? target
+                 : std::make_shared<Buffer>(default_device(), u->dtype, static_cast<size_t>(u->max_numel()));
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u, {}, false);
   // A kernel runs where its inputs live; one with none (a constant, arange) on the default device,
   // or where the tensor it assigns to lives.
-  auto target = assign_target(u.get());
   bool homed = target != nullptr;
-  if (target) out->device = target->device;
+  if (target && !region) out->device = target->device;
   std::vector<Buffer*> floats;
   for (size_t i = 1; i < kb.bufs.size(); i++) {
     Buffer* b = kb.bufs[i].get();
@@ -382,11 +440,25 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   else
     floating[out.get()] = std::move(floats);
   ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
+  if (region) {
+    Path p;
+    const UOp* b = region;
+    for (; is_movement(b->op); b = b->src[0].get())
+      p.push_back(b);
+    store_st = kb.view_through(b->shape, p, true);
+  }
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
   UOpRef store =
       UOp::make(Ops::STORE, DType::Void,
                 {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
-  items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs, why});
+  auto [ast, vars] = unbind(UOp::make(Ops::SINK, DType::Void, {store}));
+  items.push_back({ast, kb.bufs, why, std::move(vars)});
+  if (region) { // written in place: from now on the node is that region
+    written_in_place.push_back(target);
+    done[u.get()] = u->src[2];
+    if (commit) u->pin_cached(u->src[2]);
+    return u->src[2];
+  }
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
   if (target) {
@@ -502,13 +574,13 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
   for (size_t i = 0; i < outs0.size(); i++) {
     const UOpRef& o = outs0[i];
     const UOpRef& u = resolved[i];
-    UOpRef bv = u;                                     // movement ops alone make no kernel
-    if (u->numel() == 0 && !is_buffer_view(u.get())) { // an empty tensor needs no work
+    UOpRef bv = u;                                         // movement ops alone make no kernel
+    if (u->max_numel() == 0 && !is_buffer_view(u.get())) { // an empty tensor needs no work
       auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
       bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
     } else if (!is_buffer_view(u.get())) {
       bv = s.realize(u, assign_target(u.get()) ? boundary::assign : why);
-      if (auto target = assign_target(u.get())) bv = buffer_view(target, u);
+      if (auto target = assign_target(u.get()); target && u->src.size() != 3) bv = buffer_view(target, u);
     }
     if (views) (*views)[i] = bv;
     if (commit && !assign_target(u.get()) && !assign_target(o.get())) {
@@ -525,6 +597,8 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     std::unordered_set<const Buffer*> written;
     for (auto& [to, from] : s.copies)
       written.insert(to.get());
+    for (auto& b : s.written_in_place)
+      written.insert(b.get());
     if (!written.empty()) UOp::mutation_epoch()++;
     for (auto& f : finals) {
       if (!written.empty()) {

@@ -35,6 +35,8 @@ struct ScheduleItem {
   UOpRef ast;                                // SINK(STORE(DEFINE_GLOBAL 0, VIEW, value))
   std::vector<std::shared_ptr<Buffer>> bufs; // bufs[i] is DEFINE_GLOBAL i; bufs[0] is the output
   const char* reason = boundary::output;     // one of boundary::*
+  // The Variables the kernel takes (DEFINE_VARs, by name) and the values this run binds them to.
+  std::vector<std::pair<UOpRef, int64_t>> var_vals;
   std::string to_string() const;
 };
 

@@ -92,6 +92,8 @@ std::optional<View> View::reshape(const Shape& ns) const {
   bool sym = is_symbolic(shape) || is_symbolic(ns); // laid out at the largest size: only dims that map 1:1
   if ((contiguous && !sym) || std::find(ns.begin(), ns.end(), 0) != ns.end())
     return create(ns); // empty: nothing to map
+  // a whole buffer seen in a symbolic shape: laid out at each dim's largest value
+  if (contiguous && !is_symbolic(shape) && prod(shape) == prod(to_shape(max_shape(ns)))) return create(ns);
   auto strip = [](const Shape& s) {
     Shape r;
     for (auto d : s)

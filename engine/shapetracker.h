@@ -24,8 +24,8 @@ struct View {
   bool contiguous = false;
 
   // Canonical form: size-1 dims get stride 0, a full mask is dropped, an empty mask zeroes all.
-  static View create(Shape shape, std::optional<std::vector<int64_t>> strides = std::nullopt,
-                     sint offset = 0, std::optional<Mask> mask = std::nullopt);
+  static View create(Shape shape, std::optional<std::vector<int64_t>> strides = std::nullopt, sint offset = 0,
+                     std::optional<Mask> mask = std::nullopt);
   bool operator==(const View&) const = default;
 
   std::optional<View> reshape(const Shape& new_shape) const; // nullopt: needs a second view
@@ -76,6 +76,7 @@ UOpRef view_uop(const ShapeTracker& st);
 
 // Movement-op args in the flat form UOps carry: pairs are [a0, b0, a1, b1, ...].
 std::vector<std::pair<sint, sint>> unflatten_pairs(const Shape& v);
-std::vector<std::pair<int64_t, int64_t>> int_pairs(const std::vector<std::pair<sint, sint>>& p); // throws when symbolic
+std::vector<std::pair<int64_t, int64_t>>
+int_pairs(const std::vector<std::pair<sint, sint>>& p); // throws when symbolic
 
 } // namespace mg

@@ -37,7 +37,6 @@ int64_t checked_numel(const Shape& s) {
 
 namespace {
 
-
 // Writes v as dtype d at p.
 void store_as(DType d, void* p, double v) {
   switch (d) {

@@ -58,6 +58,7 @@ public:
   DType dtype() const { return uop->dtype; }
   int64_t ndim() const { return static_cast<int64_t>(shape().size()); }
   int64_t numel() const { return uop->numel(); }
+  int64_t max_numel() const { return uop->max_numel(); }
   std::string device() const;
 
   // ---- elementwise (broadcasting binary ops)

@@ -275,11 +275,28 @@ Tensor& Tensor::assign(const Tensor& v0) {
   if (b->op == Ops::BUFFER ||
       (b->op == Ops::CONTIGUOUS && std::holds_alternative<std::shared_ptr<Buffer>>(b->arg)))
     target = b->buffer();
-  if (target && static_cast<int64_t>(target->size) == numel() && v.uop != uop) {
+  if (target && static_cast<int64_t>(target->size) == max_numel() && v.uop != uop) {
     uop =
         UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::unique_tag()}, target); // two equal assigns stay two
-  } else
-    uop = v.uop;
+    return *this;
+  }
+  // A slice (shrink, reshape, permute) of a buffer: the kernel stores into that region of the
+  // buffer itself, and nothing else is copied (a KV cache written at a Variable's position).
+  std::vector<const UOp*> moves; // from the top down
+  UOpRef x = uop;
+  while (x->op == Ops::SHRINK || x->op == Ops::RESHAPE || x->op == Ops::PERMUTE)
+    moves.push_back(x.get()), x = x->src[0];
+  if (x->op == Ops::REALIZED) x = x->src[0];
+  while (x->op == Ops::RESHAPE)
+    moves.push_back(x.get()), x = x->src[0];
+  if (!moves.empty() && x->op == Ops::BUFFER) {
+    UOpRef view = x; // the region, as movement ops over the buffer itself
+    for (auto it = moves.rbegin(); it != moves.rend(); ++it)
+      view = UOp::make((*it)->op, dtype(), {view}, (*it)->arg);
+    uop = UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::unique_tag(), view}, x->buffer());
+    return *this;
+  }
+  uop = v.uop;
   return *this;
 }
 

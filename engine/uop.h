@@ -92,7 +92,8 @@ struct UOp {
   const std::shared_ptr<Buffer>& buffer() const { return std::get<std::shared_ptr<Buffer>>(arg); }
   double const_value() const; // for CONST
   int64_t const_bits() const; // for an integer or bool CONST: its exact bits, sign-extended
-  int64_t numel() const;
+  int64_t numel() const;      // throws when the shape is symbolic
+  int64_t max_numel() const;  // at each dim's largest value (what a buffer for it holds)
 
   // Proven value range (integers and bools exact; floats unbounded unless constant).
   double vmin() const;

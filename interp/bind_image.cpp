@@ -16,12 +16,15 @@ namespace {
 int image_read(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
   int want = static_cast<int>(luaL_optinteger(L, 2, 0));
-  if (want < 0 || want > 4) throw std::invalid_argument("channels must be 1 to 4 (or 0: as the file has), not " + std::to_string(want));
+  if (want < 0 || want > 4)
+    throw std::invalid_argument("channels must be 1 to 4 (or 0: as the file has), not " +
+                                std::to_string(want));
   int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load(path, &w, &h, &c, want), stbi_image_free);
   if (!px) {
     const char* why = stbi_failure_reason();
-    throw std::invalid_argument(std::string(path) + ": cannot read the image (" + (why ? why : "unknown") + ")");
+    throw std::invalid_argument(std::string(path) + ": cannot read the image (" + (why ? why : "unknown") +
+                                ")");
   }
   if (want) c = want;
   lua_pushlstring(L, reinterpret_cast<const char*>(px.get()), static_cast<size_t>(w) * h * c);

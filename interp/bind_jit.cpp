@@ -55,8 +55,8 @@ int jit_capture(lua_State* L) {
   return nres + 1;
 }
 
-// capture:replay({captured inputs}, {new inputs}): the captured kernels, with each captured
-// input's buffer replaced by the new input's.
+// capture:replay({captured inputs}, {new inputs} [, {name = value}]): the captured kernels, with
+// each captured input's buffer replaced by the new input's, and Variables bound to new values.
 int jit_replay(lua_State* L) {
   auto& cap = *static_cast<Captured*>(luaL_checkudata(L, 1, kCaptureMeta));
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -76,7 +76,15 @@ int jit_replay(lua_State* L) {
     if (from != to) swap.push_back({from.get(), to});
     lua_pop(L, 2);
   }
-  replay(cap.items, swap);
+  std::map<std::string, int64_t> vars;
+  if (lua_istable(L, 4)) {
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      vars[luaL_checkstring(L, -2)] = luaL_checkinteger(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  replay(cap.items, swap, vars);
   return 0;
 }
 

@@ -125,7 +125,9 @@ std::string external_bytes(const onnx::TensorProto& t, const std::string& dir, c
   if (dir.empty()) throw std::invalid_argument(what + ": external data, but no model folder to find it in");
   std::string path = dir + "/" + location;
   std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw std::invalid_argument(what + ": cannot open external data " + path + " (" + std::strerror(errno) + ")");
+  if (!f)
+    throw std::invalid_argument(what + ": cannot open external data " + path + " (" + std::strerror(errno) +
+                                ")");
   int64_t size = f.tellg();
   if (length < 0) length = size - offset;
   if (offset < 0 || length < 0 || offset + length > size)
@@ -160,7 +162,8 @@ constexpr const char* kStringsMeta = "onnx.Strings";
 
 // A TensorProto as a Lua value: a Tensor, or for STRING data (which moongrad's dtypes lack) a Lua
 // list of the strings with its `shape`, whose metatable is onnx.Strings.
-void push_value(lua_State* L, const onnx::TensorProto& t, const std::string& what, const std::string& dir = "") {
+void push_value(lua_State* L, const onnx::TensorProto& t, const std::string& what,
+                const std::string& dir = "") {
   if (t.data_type() != onnx::TensorProto::STRING) return push_tensor(L, tensor_of(t, what, dir));
   Shape shape(t.dims().begin(), t.dims().end());
   int64_t n = checked_numel(shape);
@@ -199,8 +202,8 @@ void set_type(lua_State* L, const onnx::TypeProto& type, const std::string& what
     const auto& tt = type.tensor_type();
     int et = tt.elem_type();
     lua_pushstring(L, et == onnx::TensorProto::UNDEFINED ? "?"
-                   : et == onnx::TensorProto::STRING ? "string"
-                                                     : name(dtype_of(et, what)));
+                      : et == onnx::TensorProto::STRING  ? "string"
+                                                         : name(dtype_of(et, what)));
     lua_setfield(L, -2, "dtype");
     if (tt.has_shape()) {
       lua_createtable(L, tt.shape().dim_size(), 0);
@@ -234,7 +237,8 @@ void push_value_info(lua_State* L, const onnx::ValueInfoProto& v) {
 
 void push_graph(lua_State* L, const onnx::GraphProto& g, const std::string& dir);
 
-void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::string& where, const std::string& dir) {
+void push_attribute(lua_State* L, const onnx::AttributeProto& a, const std::string& where,
+                    const std::string& dir) {
   using AP = onnx::AttributeProto;
   auto list = [&](int n, auto push_one) {
     lua_createtable(L, n, 0);
@@ -404,7 +408,8 @@ int onnx_read_value(lua_State* L) {
   std::string kind = luaL_optstring(L, 2, "tensor");
   std::string bytes = read_file(path);
   auto parse = [&](auto& proto) {
-    if (!proto.ParseFromString(bytes)) throw std::invalid_argument(path + ": not a serialized " + kind + " proto");
+    if (!proto.ParseFromString(bytes))
+      throw std::invalid_argument(path + ": not a serialized " + kind + " proto");
   };
   if (kind == "tensor") {
     onnx::TensorProto t;

@@ -29,7 +29,9 @@ constexpr const char* kUOpFields[] = {"op", "dtype", "arg", "shape", "src", "top
 constexpr const char* kSTFields[] = {"shape",  "size", "contiguous", "views", "reshape",  "permute",
                                      "expand", "pad",  "shrink",     "flip",  "simplify", "offset_of"};
 constexpr const char* kItemFields[] = {"ast", "uop", "bufs", "src", "name", "opts", "stages"};
+constexpr const char* kVariableFields[] = {"name", "min", "max", "val", "bind", "unbind"};
 const Members kMembers[] = {{kTensorMeta, kTensorFields},
+                            {kVariableMeta, kVariableFields},
                             {"UOp", kUOpFields},
                             {"ShapeTracker", kSTFields},
                             {"ScheduleItem", kItemFields}};
@@ -41,7 +43,7 @@ const Members* members_of(lua_State* L, int idx) {
   return nullptr;
 }
 
-// show.typeof(v): "Tensor", "UOp", "ShapeTracker", "ScheduleItem", or Lua's type name.
+// show.typeof(v): "Tensor", "Variable", "UOp", "ShapeTracker", "ScheduleItem", or Lua's type name.
 int show_typeof(lua_State* L) {
   luaL_checkany(L, 1);
   const Members* m = members_of(L, 1);

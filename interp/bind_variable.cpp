@@ -88,11 +88,13 @@ int v_index(lua_State* L) {
     if (!is_var(s) || s.expr()->op != Ops::BIND)
       throw std::invalid_argument("val: " + s.str() + " is not a bound Variable (bind it first)");
     lua_pushinteger(L, s.expr()->src[1]->const_bits());
-  } else if (k == "bind")
-    push_binding(L, {"Variable:bind", v_bind});
-  else if (k == "unbind")
-    push_binding(L, {"Variable:unbind", v_unbind});
-  else
+  } else if (k == "bind") {
+    static const Binding b{"Variable:bind", v_bind};
+    push_binding(L, b);
+  } else if (k == "unbind") {
+    static const Binding b{"Variable:unbind", v_unbind};
+    push_binding(L, b);
+  } else
     lua_pushnil(L);
   return 1;
 }
@@ -135,7 +137,8 @@ void open_variable(lua_State* L) {
   };
   set_bindings(L, -1, meta);
   lua_pop(L, 1);
-  push_binding(L, {"Variable", v_new});
+  static const Binding ctor{"Variable", v_new};
+  push_binding(L, ctor);
   lua_setglobal(L, "Variable");
 }
 

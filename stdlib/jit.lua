@@ -9,19 +9,27 @@ local mgjit = require "mgjit"
 local function describe(t) return ("(%s) %s"):format(table.concat(t.shape, ", "), t.dtype) end
 
 -- Tensor arguments become whole buffers (a slice is copied: replay swaps buffers, and a view
--- into a bigger buffer would keep the captured offset); the call gets those tensors.
+-- into a bigger buffer would keep the captured offset); the call gets those tensors. Bound
+-- Variables are values that may change between calls: the kernels take them as parameters.
 local function split_args(args)
-  local tensors, others = {}, {}
+  local tensors, others, vars = {}, {}, {}
   for i = 1, args.n do
     local v = args[i]
     if show.typeof(v) == "Tensor" then
       args[i] = v:contiguous():realize()
       tensors[#tensors + 1] = args[i]
+    elseif show.typeof(v) == "Variable" then
+      local ok, val = pcall(function() return v.val end)
+      if not ok or not v.name then
+        error(("TinyJit: argument %d is %s, not a bound Variable: shapes must not depend on an unbound value "
+          .. "(pass v:bind(n))"):format(i, tostring(v)), 3)
+      end
+      vars[i] = { name = v.name, val = val }
     else
       others[i] = v
     end
   end
-  return tensors, others
+  return tensors, others, vars
 end
 
 local function TinyJit(fn)
@@ -29,7 +37,7 @@ local function TinyJit(fn)
   local jit = { calls = 0 }
   local function call(_, ...)
     local args = table.pack(...)
-    local tensors, others = split_args(args)
+    local tensors, others, vars = split_args(args)
     jit.calls = jit.calls + 1
     if jit.calls == 1 then return fn(table.unpack(args, 1, args.n)) end
     if jit.calls == 2 then
@@ -41,7 +49,7 @@ local function TinyJit(fn)
         if #outs > 0 then Tensor.realize_all(outs) end -- their kernels belong to the capture
         return table.unpack(r, 1, r.n)
       end, table.unpack(args, 1, args.n)))
-      jit.inputs, jit.others, jit.results, jit.n = tensors, others, res, args.n
+      jit.inputs, jit.others, jit.vars, jit.results, jit.n = tensors, others, vars, res, args.n
       local host = jit.capture:host_made()
       if host > 0 then
         io.stderr:write(("TinyJit warning: the captured call read %d tensor(s) it made from Lua data or random numbers "
@@ -61,13 +69,19 @@ local function TinyJit(fn)
           :format(i, describe(t), jit.shapes[i]), 2)
       end
     end
+    local values = {}
     for i = 1, args.n do
       if jit.others[i] ~= others[i] then
-        error(("TinyJit: argument %d changed from %s to %s; values that change must be tensors")
+        error(("TinyJit: argument %d changed from %s to %s; values that change must be tensors or bound Variables")
           :format(i, tostring(jit.others[i]), tostring(others[i])), 2)
       end
+      if (jit.vars[i] and jit.vars[i].name) ~= (vars[i] and vars[i].name) then
+        error(("TinyJit: argument %d was Variable %s in the captured call, now %s")
+          :format(i, tostring(jit.vars[i] and jit.vars[i].name), tostring(args[i])), 2)
+      end
+      if vars[i] then values[vars[i].name] = vars[i].val end
     end
-    jit.capture:replay(jit.inputs, tensors)
+    jit.capture:replay(jit.inputs, tensors, values)
     return table.unpack(jit.results, 1, jit.results.n)
   end
   return setmetatable(jit, { __call = call, __name = "TinyJit" })

@@ -450,7 +450,10 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
       r.val[u.get()] = "%data" + std::to_string(u->iarg());
       break;
     case Ops::INDEX:
-      break; // addressed where it is loaded or stored
+      break;              // addressed where it is loaded or stored
+    case Ops::DEFINE_VAR: // a Variable: the value loaded from its slot
+      r.val[u.get()] = r.V(u->src[0]);
+      break;
     case Ops::LOAD:
       render_load(r, u);
       break;

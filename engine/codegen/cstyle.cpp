@@ -272,6 +272,11 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
       {Ops::DEFINE_GLOBAL,
        [](CRender& r, const UOpRef& u) { r.expr[u.get()] = "data" + std::to_string(u->iarg()); }},
       {Ops::DEFINE_LOCAL, render_shared},
+      {Ops::DEFINE_VAR, // a Variable's value, read from its slot and named after it
+       [](CRender& r, const UOpRef& u) {
+         r.line(r.dl.type(u->dtype) + " " + u->var().name + " = " + r.E(u->src[0]) + ";");
+         r.expr[u.get()] = u->var().name;
+       }},
       {Ops::SPECIAL,
        [](CRender& r, const UOpRef& u) {
          LaunchDim ld = launch_dim(*u);

@@ -5,6 +5,7 @@
 #include "engine/codegen/linearize.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -57,7 +58,7 @@ struct Lowerer {
   UOpRef special(LaunchDim ld, const UOpRef& size) {
     Shape& dims = ld.local ? local_size : global_size;
     if (dims.size() <= static_cast<size_t>(ld.axis)) dims.resize(static_cast<size_t>(ld.axis) + 1, 1);
-    dims[static_cast<size_t>(ld.axis)] = static_cast<int64_t>(size->const_value());
+    dims[static_cast<size_t>(ld.axis)] = sint(size);
     return UOp::make(Ops::SPECIAL, it, {size}, launch_arg(ld));
   }
 
@@ -299,9 +300,9 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
   for (size_t d = 0; d < ks.full.size(); d++) {
     lw.ranges.push_back(UOp::cconst(it, 0));
     if (ks.full[d] == 1) continue;
-    UOpRef size = UOp::cconst(it, static_cast<double>(ks.full[d]));
-    lw.ranges[d] =
-        UOp::make(Ops::RANGE, it, {size}, std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
+    lw.ranges[d] = UOp::make(Ops::RANGE, it, {ks.full[d].uop(it)},
+                             std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
+    if (!ks.full[d].is_const()) continue; // a symbolic dim stays a loop in every thread
     if (ks.kind[d] == kGlobal) globals.push_back(d);
     if (ks.kind[d] == kLocal || ks.kind[d] == kGroup) locals.push_back(d);
   }
@@ -347,6 +348,28 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
   }
 }
 
+// The kernel reads its Variables' values from one more buffer (int32, one slot per Variable in
+// order of name), so every backend passes them as it passes buffers. Each DEFINE_VAR gets the load
+// of its slot as its source; renderers name the value after the Variable.
+UOpRef bind_vars(const UOpRef& lowered, const UOpRef& ast, std::vector<VarArg>& vars) {
+  std::map<std::string, const UOp*> found;
+  int64_t nbufs = 0;
+  for (const UOp* u : toposort(ast.get()))
+    if (u->op == Ops::DEFINE_GLOBAL) nbufs = std::max(nbufs, u->iarg() + 1);
+  for (const UOp* u : toposort(lowered.get()))
+    if (u->op == Ops::DEFINE_VAR && u->src.empty()) found[u->var().name] = u;
+  if (found.empty()) return lowered;
+  UOpRef buf = UOp::make(Ops::DEFINE_GLOBAL, DType::Int32, {}, nbufs);
+  std::vector<std::pair<const UOp*, UOpRef>> subs;
+  for (auto& [name, u] : found) {
+    UOpRef slot = UOp::cconst(DType::Int32, static_cast<double>(vars.size()));
+    UOpRef load = UOp::make(Ops::LOAD, DType::Int32, {UOp::make(Ops::INDEX, DType::Int32, {buf, slot})});
+    subs.push_back({u, UOp::make(Ops::DEFINE_VAR, DType::Int32, {load}, u->arg)});
+    vars.push_back(u->var());
+  }
+  return substitute(lowered, subs);
+}
+
 // The loop nest and launch ids of `k` (its shape, AST and index dtype from the opts step); sets
 // k.lowered, the launch sizes, and on a CPU the loops that stand in for the launch ids.
 void lower_to_loops(LoweredKernel& k, const Target& target) {
@@ -362,7 +385,7 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
       lw.ranges.push_back(UOp::cconst(it, 0));
       continue;
     }
-    UOpRef size = UOp::cconst(it, static_cast<double>(ks.full[d]));
+    UOpRef size = ks.full[d].uop(it);
     UOpRef range =
         UOp::make(Ops::RANGE, it, {size}, std::vector<int64_t>{static_cast<int64_t>(d), ks.kind[d]});
     int* n = ks.kind[d] == kGlobal ? &globals : ks.kind[d] == kLocal ? &locals : nullptr;
@@ -381,7 +404,7 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
         next.push_back(c);
     stores = std::move(next);
   }
-  k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
+  k.lowered = bind_vars(UOp::make(Ops::SINK, DType::Void, stores), ast, k.vars);
   size_t dims = std::max(lw.global_size.size(), lw.local_size.size()); // as many of each, 1 for none
   k.global_size = lw.global_size, k.local_size = lw.local_size;
   k.global_size.resize(dims, 1);
@@ -408,7 +431,7 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
     for (auto& o : *opts)
       apply_opt(ks, sts, o);
     k.opts = *opts;
-  } else if (!noopt) {
+  } else if (!noopt && !is_symbolic(ks.full)) {   // the hand-coded opts split and unroll numbers only
     std::unordered_map<const UOp*, DType> loaded; // views of buffers (not of constants)
     Ops reduce_op = Ops::SINK;
     for (const UOp* u : toposort(ast.get())) {
@@ -428,8 +451,16 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
   for (size_t d = 0; d < ks.full.size(); d++)
     reduces |= ks.reduces(d);
   k.name = reduces ? "r" : "E";
-  for (auto d : ks.full)
-    k.name += "_" + std::to_string(d);
+  for (auto& d : ks.full) { // a symbolic size by its Variables' names: r_16_start_pos_4
+    std::string s;
+    for (char c : d.str())
+      s += c == '+'                           ? "_p"
+           : c == '-'                         ? "_m"
+           : c == '*'                         ? "_x"
+           : c == '(' || c == ')' || c == ' ' ? ""
+                                              : std::string(1, c);
+    k.name += "_" + s;
+  }
   return k;
 }
 
@@ -454,7 +485,7 @@ void linearize(LoweredKernel& k, const Target& target) {
     for (auto& u : k.linear)
       if (u->op == Ops::RANGE) {
         stack.push_back(trips);
-        trips *= static_cast<int64_t>(u->src[0]->const_value());
+        trips *= static_cast<int64_t>(u->src[0]->vmax());
         total += trips;
       } else if (u->op == Ops::ENDRANGE) {
         trips = stack.back(), stack.pop_back();

@@ -25,6 +25,7 @@ struct LoweredKernel {
   std::vector<std::pair<UOpRef, UOpRef>> cpu_loops; // on a CPU: the RANGE run for each SPECIAL
   UOpRef simplified;                                // after the symbolic and semantics rules
   std::vector<UOpRef> linear;                       // the flat program the renderer prints
+  std::vector<VarArg> vars; // the Variables it takes, in the order of their slots in the last buffer
 };
 
 // opts: with `opts`, those are applied (an illegal one throws IllegalOpt, naming it); without,

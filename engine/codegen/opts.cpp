@@ -88,6 +88,7 @@ std::string Opt::to_string() const {
 
 bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
   if (ks.kind[i] != ks.kind[i + 1]) return false;
+  if (!ks.full[i].is_const() || !ks.full[i + 1].is_const()) return false; // a symbolic dim stays whole
   KernelShape n = ks;
   for (Shape* s : {&n.full, &n.out}) {
     (*s)[i] = (*s)[i] * (*s)[i + 1];
@@ -132,6 +133,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   if ((o.op == OptOp::LOCAL || group) && ks.no_locals) fail("the kernel was given NOLOCALS");
   if (o.axis < 0) fail("the axis must be 0 or more");
   size_t d = opt_dim(ks, o);
+  if (!ks.full[d].is_const()) fail("dim " + std::to_string(d) + " has the symbolic size " + ks.full[d].str());
   if (o.op == OptOp::PADTO) {
     int64_t size = ks.full[d];
     if (o.amount < 2) fail("the amount must be 2 or more");

@@ -144,7 +144,7 @@ int64_t estimate_flops(const std::vector<UOpRef>& linear) {
   std::vector<int64_t> stack;
   for (auto& u : linear) {
     if (u->op == Ops::RANGE)
-      stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->const_value());
+      stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->vmax()); // at a Variable's largest
     else if (u->op == Ops::ENDRANGE)
       trips = stack.back(), stack.pop_back();
     else if (is_elementwise(u->op) && u->op != Ops::CAST && !index_math.count(u.get()))
@@ -222,6 +222,24 @@ double run_program(const CompiledKernel& c, const ScheduleItem& item, int thread
   std::vector<void*> ptrs;
   for (auto& b : item.bufs)
     ptrs.push_back(b->ptr());
+  std::unique_ptr<Buffer> vars; // the Variables' values, one int32 slot each (lowerer.cpp, bind_vars)
+  if (!c.k.vars.empty()) {
+    std::vector<int32_t> v;
+    for (auto& var : c.k.vars) {
+      auto it = std::find_if(item.var_vals.begin(), item.var_vals.end(),
+                             [&](auto& p) { return p.first->var().name == var.name; });
+      if (it == item.var_vals.end())
+        throw std::invalid_argument("kernel " + c.info.name + " needs a value for Variable " + var.name);
+      if (it->second < var.lo || it->second > var.hi)
+        throw std::out_of_range("Variable " + var.name + " = " + std::to_string(it->second) +
+                                " is outside its range [" + std::to_string(var.lo) + ", " +
+                                std::to_string(var.hi) + "]");
+      v.push_back(static_cast<int32_t>(it->second));
+    }
+    vars = std::make_unique<Buffer>(item.bufs[0]->device, DType::Int32, v.size());
+    vars->copyin(v.data());
+    ptrs.push_back(vars->ptr());
+  }
   auto t0 = std::chrono::steady_clock::now();
   Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size};
   if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
