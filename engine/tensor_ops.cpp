@@ -548,10 +548,10 @@ Tensor Tensor::matmul(const Tensor& w) const {
   if (n1 == 0 || n2 == 0)
     user_error("matmul needs at least 1-D tensors: got shapes " + shape_str(shape()) + " and " +
                shape_str(w.shape()));
-  int64_t k1 = shape().back(), k2 = w.shape()[n2 >= 2 ? n2 - 2 : 0];
-  if (k1 != k2)
-    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" +
-               std::to_string(k1) + " != " + std::to_string(k2) + ")");
+  sint k1 = shape().back(), k2 = w.shape()[n2 >= 2 ? n2 - 2 : 0];
+  if (!(k1 == k2))
+    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" + k1.str() +
+               " != " + k2.str() + ")");
   // x: (..., n, 1, k); w: (..., 1, m, k); multiply and sum the last axis.
   int64_t ones = std::min({n1 - 1, n2 - 1, int64_t(1)});
   Shape xs(shape().begin(), shape().end() - 1);

@@ -2,6 +2,7 @@
 // Axes and tensor indices are 0-based (as in tinygrad); plain Lua lists stay 1-based.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <new>
 #include <optional>
 #include <string>
@@ -623,6 +624,23 @@ int t_schedule(lua_State* L) {
   return 1;
 }
 
+// x:schedule_with_vars() -> items, {start_pos = 5, ...}: the kernels keep their Variables
+// symbolic; the values this realize would bind them to come separately (tinygrad's).
+int t_schedule_with_vars(lua_State* L) {
+  auto items = check_tensor(L, 1).schedule();
+  std::map<std::string, int64_t> vals;
+  for (auto& it : items)
+    for (auto& [var, v] : it.var_vals)
+      vals[var->var().name] = v;
+  push_schedule(L, std::move(items));
+  lua_createtable(L, 0, static_cast<int>(vals.size()));
+  for (auto& [n, v] : vals) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, n.c_str());
+  }
+  return 2;
+}
+
 int t_tostring(lua_State* L) {
   std::string s = check_tensor(L, 1).to_string();
   lua_pushlstring(L, s.data(), s.size());
@@ -795,6 +813,7 @@ const Binding kMethods[] = {
     {"Tensor:item", t_item},
     {"Tensor:numel", t_numel},
     {"Tensor:schedule", t_schedule},
+    {"Tensor:schedule_with_vars", t_schedule_with_vars},
     {"Tensor:tobytes", t_tobytes},
 };
 

@@ -102,22 +102,22 @@ lesson.section("2. The model: a GPT in plain Lua")
 local function init_normal(t, std) t:assign(Tensor.randn(t.shape) * std):realize() end -- nanoGPT's init
 
 -- The key/value cache of one layer for generation at batch 1: keys and values preallocated for
--- the whole block, written at the position `pos`, a (1,) int32 Tensor: a Tensor, not a Lua
--- number, so the kernels are the same for every position and TinyJit replays one capture.
--- Attention then reads the whole cache, with a mask of the positions written so far. The two
--- lines marked (*) are what symbolic shapes will change: the write becomes a slice assign,
--- self.k[:, :, pos] = k, and the read the slice self.k[:, :, :pos+1], with no mask.
+-- the whole block. The position is a bound Variable (start_pos, symbolic shapes): the new key and
+-- value are stored into the slice at start_pos in place, and attention reads the slice of the
+-- positions written so far, (start_pos+1) long. The kernels take start_pos as a parameter, so one
+-- compiled kernel serves every position and TinyJit replays one capture.
 local KVCache = {}
 KVCache.__index = KVCache
 function KVCache.new(n_head, block, head_size)
   local z = function() return Tensor.zeros(1, n_head, block, head_size):contiguous():realize() end
-  return setmetatable({ k = z(), v = z(), positions = Tensor.arange(block) }, KVCache)
+  return setmetatable({ k = z(), v = z(), H = n_head, D = head_size }, KVCache)
 end
-function KVCache:update(k, v, pos)
-  local at = self.positions:reshape(1, 1, -1, 1):eq(pos) -- (*) a one-hot column: this position
-  self.k:assign(at:where(k, self.k))
-  self.v:assign(at:where(v, self.v))
-  return self.k, self.v, self.positions:le(pos):reshape(1, 1, 1, -1) -- (*) the mask: written so far
+function KVCache:update(k, v, sp)
+  local H, D = self.H, self.D
+  self.k:shrink({ { 0, 1 }, { 0, H }, { sp, sp + 1 }, { 0, D } }):assign(k):realize() -- cache[:, :, sp] = k
+  self.v:shrink({ { 0, 1 }, { 0, H }, { sp, sp + 1 }, { 0, D } }):assign(v):realize()
+  local written = { { 0, 1 }, { 0, H }, { 0, sp + 1 }, { 0, D } }           -- cache[:, :, :sp+1]
+  return self.k:shrink(written), self.v:shrink(written)
 end
 
 local Attention = nn.class("Attention")
@@ -129,12 +129,15 @@ end
 function Attention:forward(x, cache, pos)
   local B, T, C = table.unpack(x.shape)
   local function heads(t) return t:reshape(B, T, self.n_head, C // self.n_head):transpose(1, 2) end -- (B, H, T, C/H)
-  local q, k, v = table.unpack(self.qkv(x):split(C, -1))
+  local qkv = self.qkv(x)
+  -- the cache is written (realized) before attention reads it: q, k and v come from one buffer
+  if cache then qkv = qkv:realize() end
+  local q, k, v = table.unpack(qkv:split(C, -1))
   q, k, v = heads(q), heads(k), heads(v)
   local y
   if cache then -- one new token: attend to every position written so far
-    local K, V, mask = cache:update(k, v, pos)
-    y = q:scaled_dot_product_attention(K, V, { attn_mask = mask })
+    local K, V = cache:update(k, v, pos)
+    y = q:scaled_dot_product_attention(K, V)
   else -- a whole sequence: each position attends to itself and the ones before it
     y = q:scaled_dot_product_attention(k, v, { is_causal = true })
   end
@@ -151,6 +154,7 @@ function Block:init(c)
   self.fc_proj = nn.Linear(4 * c.n_embd, c.n_embd, { bias = false })
 end
 function Block:forward(x, cache, pos)
+  if cache then x = x:realize() end -- computed once, not again by each layer's cache write
   x = x + self.attn(self.ln1(x), cache, pos)                -- pre-norm attention, residual
   return x + self.fc_proj(self.fc(self.ln2(x)):gelu())      -- pre-norm MLP (4x, GELU), residual
 end
@@ -171,9 +175,12 @@ function GPT:init(c)
     init_normal(b.fc_proj.weight, 0.02 / math.sqrt(2 * c.n_layer))
   end
 end
--- idx (B, T) ids -> logits (B, T, vocab). With caches and pos (generation): T = 1 at position pos.
+-- idx (B, T) ids -> logits (B, T, vocab). With caches and pos (generation): T = 1 at position pos,
+-- a bound Variable; its position embedding is the row at pos.
 function GPT:forward(idx, caches, pos)
-  local x = self.wte(idx) + self.wpe(pos or Tensor.arange(idx.shape[2]))
+  local pe = pos and self.wpe.weight:shrink({ { pos, pos + 1 }, { 0, self.cfg.n_embd } })
+    or self.wpe(Tensor.arange(idx.shape[2]))
+  local x = self.wte(idx) + pe
   for i, b in ipairs(self.blocks) do x = b(x, caches and caches[i], pos) end
   return self.ln_f(x):matmul(self.wte.weight.T) -- the head is the embedding table (tied, as GPT-2)
 end
@@ -308,7 +315,7 @@ assert(val_again == val_loss, ("the reloaded model's val loss %.6f differs from 
 lesson.section(("5. Writing %d characters (greedy) with a key/value cache"):format(opts.gen))
 
 -- One token in, the next token out: the model over one position, reading and writing the caches.
--- Every call builds the same graph (the position is a tensor), so TinyJit replays one capture.
+-- The position is the Variable start_pos, bound anew each call: TinyJit replays one capture.
 Tensor.no_grad = true
 local m = fresh
 local caches = {}
@@ -316,13 +323,12 @@ for i = 1, cfg.n_layer do caches[i] = KVCache.new(cfg.n_head, cfg.block, cfg.n_e
 local gen_step = TinyJit(function(tok, pos)
   local logits = m(tok, caches, pos)
   local nxt = logits:argmax(-1)
-  local out = { logits, nxt }
-  for _, c in ipairs(caches) do out[#out + 1], out[#out + 2] = c.k, c.v end
-  Tensor.realize_all(out)
+  Tensor.realize_all({ logits, nxt })
   return nxt, logits
 end)
+local start_pos = Variable("start_pos", 0, cfg.block - 1)
 local function feed(id, p)
-  return gen_step(Tensor({ { id } }, "uint8"), Tensor({ p }, "int32"))
+  return gen_step(Tensor({ { id } }, "uint8"), start_pos:bind(p))
 end
 
 -- The context: the prompt, then each new character. When the cache is full (block positions),

@@ -37,6 +37,7 @@ local plain = {
   { "item", "the value of a one-element tensor as a Lua number" },
   { "numel", "number of elements" },
   { "schedule", "the kernels realize would run, as a Lua list of ScheduleItems" },
+  { "schedule_with_vars", "items, vals: the ScheduleItems with their Variables kept symbolic, and the values (by name) a realize binds them to" },
   { "tobytes", "the raw little-endian bytes, row-major, as a Lua string" },
   { "detach", "the same values with no gradient flowing back" },
 }

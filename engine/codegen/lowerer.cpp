@@ -404,7 +404,7 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
         next.push_back(c);
     stores = std::move(next);
   }
-  k.lowered = bind_vars(UOp::make(Ops::SINK, DType::Void, stores), ast, k.vars);
+  k.lowered = UOp::make(Ops::SINK, DType::Void, stores);
   size_t dims = std::max(lw.global_size.size(), lw.local_size.size()); // as many of each, 1 for none
   k.global_size = lw.global_size, k.local_size = lw.local_size;
   k.global_size.resize(dims, 1);
@@ -472,6 +472,8 @@ void simplify(LoweredKernel& k, bool noopt) {
   for (auto& [special, range] : k.cpu_loops)
     subs.push_back({special.get(), range});
   UOpRef loops = subs.empty() ? k.lowered : substitute(k.lowered, subs);
+  k.vars.clear();
+  loops = bind_vars(loops, k.ast, k.vars);
   // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
   UOpRef divided = graph_rewrite(loops, pm_divide());
   k.simplified = apply_semantics(graph_rewrite(divided, noopt ? symbolic_simple() : symbolic()));
