@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -197,12 +198,6 @@ std::pair<UOpRef, std::vector<std::pair<UOpRef, int64_t>>> unbind(const UOpRef& 
                        }
                        return r == st ? UOpRef() : view_uop(r);
                      }}};
-  bool any = false;
-  for (const UOp* u : toposort(ast.get()))
-    if (u->op == Ops::VIEW)
-      for (auto& v : u->st().views)
-        any |= is_symbolic(v.shape) || !v.offset.is_const();
-  if (!any) return {ast, {}};
   UOpRef r = graph_rewrite(ast, pm);
   std::vector<std::pair<UOpRef, int64_t>> out;
   for (auto& [_, p] : vals)
@@ -252,13 +247,25 @@ struct KernelBuilder {
     return UOp::make(Ops::DEFINE_GLOBAL, b->dtype, {}, static_cast<int64_t>(i));
   }
 
-  ShapeTracker view_through(const Shape& base, const Path& path, bool in_reduce) const {
+  bool symbolic = false; // some view has a symbolic size or offset: the AST has Variables to unbind
+
+  ShapeTracker view_through(const Shape& base, const Path& path, bool in_reduce) {
     ShapeTracker st = ShapeTracker::contiguous(base);
     for (auto it = path.rbegin(); it != path.rend(); ++it)
       st = st.apply((*it)->op, (*it)->arg);
     // Above the reduce the kernel iterates the reduce's output shape (reduced dims kept as 1).
     if (!in_reduce && !red_out.empty() && st.shape() != red_out) st = st.reshape(red_out);
+    for (auto& v : st.views)
+      symbolic |= is_symbolic(v.shape) || !v.offset.is_const();
     return st;
+  }
+
+  // The view of `u` (movement ops over a BUFFER) seen through `path`; `base` gets the BUFFER.
+  ShapeTracker buffer_st(const UOp* u, Path path, bool in_reduce, const UOp*& base) {
+    while (is_movement(u->op))
+      path.push_back(u), u = u->src[0].get();
+    base = u;
+    return view_through(u->shape, path, in_reduce);
   }
 
   // The first reduce reachable from the root through elementwise ops and reshapes.
@@ -279,12 +286,8 @@ struct KernelBuilder {
   }
 
   UOpRef leaf(const UOpRef& view, const Path& path, bool in_reduce) {
-    // `view` is a buffer view (movement ops on a BUFFER): fold them into the path
-    Path p = path;
-    const UOp* u = view.get();
-    while (is_movement(u->op))
-      p.push_back(u), u = u->src[0].get();
-    ShapeTracker st = view_through(u->shape, p, in_reduce);
+    const UOp* u = nullptr;
+    ShapeTracker st = buffer_st(view.get(), path, in_reduce, u);
     return UOp::make(Ops::LOAD, u->dtype, {global(u->buffer()), view_uop(st)});
   }
 
@@ -439,19 +442,15 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
       settle(b, out->device);
   else
     floating[out.get()] = std::move(floats);
-  ShapeTracker store_st = ShapeTracker::contiguous(u->shape);
-  if (region) {
-    Path p;
-    const UOp* b = region;
-    for (; is_movement(b->op); b = b->src[0].get())
-      p.push_back(b);
-    store_st = kb.view_through(b->shape, p, true);
-  }
+  const UOp* base = nullptr;
+  ShapeTracker store_st = region ? kb.buffer_st(region, {}, true, base) : kb.view_through(u->shape, {}, true);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
   UOpRef store =
       UOp::make(Ops::STORE, DType::Void,
                 {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
-  auto [ast, vars] = unbind(UOp::make(Ops::SINK, DType::Void, {store}));
+  UOpRef ast = UOp::make(Ops::SINK, DType::Void, {store});
+  std::vector<std::pair<UOpRef, int64_t>> vars;
+  if (kb.symbolic) std::tie(ast, vars) = unbind(ast);
   items.push_back({ast, kb.bufs, why, std::move(vars)});
   if (region) { // written in place: from now on the node is that region
     written_in_place.push_back(target);

@@ -80,12 +80,7 @@ View View::create(Shape shape, std::optional<std::vector<int64_t>> strides, sint
   return v;
 }
 
-int64_t View::size() const {
-  int64_t n = 1;
-  for (auto& s : shape)
-    n *= s.vmax();
-  return n;
-}
+int64_t View::size() const { return max_numel(shape); }
 
 std::optional<View> View::reshape(const Shape& ns) const {
   if (ns == shape) return *this;
@@ -93,7 +88,7 @@ std::optional<View> View::reshape(const Shape& ns) const {
   if ((contiguous && !sym) || std::find(ns.begin(), ns.end(), 0) != ns.end())
     return create(ns); // empty: nothing to map
   // a whole buffer seen in a symbolic shape: laid out at each dim's largest value
-  if (contiguous && !is_symbolic(shape) && prod(shape) == prod(to_shape(max_shape(ns)))) return create(ns);
+  if (contiguous && !is_symbolic(shape) && prod(shape) == max_numel(ns)) return create(ns);
   auto strip = [](const Shape& s) {
     Shape r;
     for (auto d : s)

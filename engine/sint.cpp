@@ -107,10 +107,6 @@ std::string sint::str() const {
       return "(" + s(*u.src[0]) + "+" + s(*u.src[1]) + ")";
     case Ops::MUL:
       return "(" + s(*u.src[0]) + "*" + s(*u.src[1]) + ")";
-    case Ops::MAX:
-      return "max(" + s(*u.src[0]) + ", " + s(*u.src[1]) + ")";
-    case Ops::NEG:
-      return "(-" + s(*u.src[0]) + ")";
     default:
       return std::string(name(u.op)) + "(...)";
     }
@@ -147,21 +143,14 @@ sint operator*(const sint& a, const sint& b) {
 
 sint operator-(const sint& a, const sint& b) { return a + b * sint(-1); }
 
-sint smax(const sint& a, const sint& b) {
-  if (a.vmin() >= b.vmax()) return a;
-  if (b.vmin() >= a.vmax()) return b;
-  return sint(graph_rewrite(alu(Ops::MAX, {a.uop(), b.uop()}), symbolic()));
-}
-sint smin(const sint& a, const sint& b) { return sint(0) - smax(sint(0) - a, sint(0) - b); }
-
 bool is_symbolic(const Shape& s) {
   return std::any_of(s.begin(), s.end(), [](const sint& d) { return !d.is_const(); });
 }
-std::vector<int64_t> max_shape(const Shape& s) {
-  std::vector<int64_t> r;
+int64_t max_numel(const Shape& s) {
+  int64_t n = 1;
   for (auto& d : s)
-    r.push_back(d.vmax());
-  return r;
+    n *= d.vmax();
+  return n;
 }
 std::vector<int64_t> to_ints(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
 Shape to_shape(const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); }

@@ -57,14 +57,10 @@ template <std::integral T> sint operator-(const sint& a, T b) { return a - sint(
 template <std::integral T> sint operator-(T a, const sint& b) { return sint(a) - b; }
 template <std::integral T> sint operator*(const sint& a, T b) { return a * sint(b); }
 template <std::integral T> sint operator*(T a, const sint& b) { return sint(a) * b; }
-// The smaller/larger of two sints (symbolic: a MIN/MAX expression unless the ranges decide).
-sint smin(const sint& a, const sint& b);
-sint smax(const sint& a, const sint& b);
-
 using Shape = std::vector<sint>;
 bool is_symbolic(const Shape& s);
-// Each dim's largest value (what a buffer for the shape must hold).
-std::vector<int64_t> max_shape(const Shape& s);
+// The elements at each dim's largest value (what a buffer for the shape must hold).
+int64_t max_numel(const Shape& s);
 std::vector<int64_t> to_ints(const Shape& s); // throws when a dim is symbolic
 Shape to_shape(const std::vector<int64_t>& v);
 int64_t prod(const Shape& s); // throws when a dim is symbolic

@@ -293,6 +293,11 @@ Tensor& Tensor::assign(const Tensor& v0) {
     UOpRef view = x; // the region, as movement ops over the buffer itself
     for (auto it = moves.rbegin(); it != moves.rend(); ++it)
       view = UOp::make((*it)->op, dtype(), {view}, (*it)->arg);
+    // a value read from the same buffer (x[1:] = x[:-1]) is computed into a buffer of its own
+    // first: stored in place as it is read, a shifted copy would read what it just wrote
+    auto nodes = toposort(v.uop.get());
+    if (std::any_of(nodes.begin(), nodes.end(), [&](const UOp* n) { return n == x.get(); }))
+      v = v.contiguous();
     uop = UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::unique_tag(), view}, x->buffer());
     return *this;
   }
@@ -550,8 +555,8 @@ Tensor Tensor::matmul(const Tensor& w) const {
                shape_str(w.shape()));
   sint k1 = shape().back(), k2 = w.shape()[n2 >= 2 ? n2 - 2 : 0];
   if (!(k1 == k2))
-    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" + k1.str() +
-               " != " + k2.str() + ")");
+    user_error("matmul shape mismatch: " + shape_str(shape()) + " @ " + shape_str(w.shape()) + " (" +
+               k1.str() + " != " + k2.str() + ")");
   // x: (..., n, 1, k); w: (..., 1, m, k); multiply and sum the last axis.
   int64_t ones = std::min({n1 - 1, n2 - 1, int64_t(1)});
   Shape xs(shape().begin(), shape().end() - 1);

@@ -291,12 +291,7 @@ double UOp::const_value() const {
 }
 
 int64_t UOp::numel() const { return prod(shape); }
-int64_t UOp::max_numel() const {
-  int64_t n = 1;
-  for (auto& d : shape)
-    n *= d.vmax();
-  return n;
-}
+int64_t UOp::max_numel() const { return mg::max_numel(shape); }
 
 UOpRef UOp::replace_src(std::vector<UOpRef> s) const { return make(op, dtype, std::move(s), arg); }
 

@@ -25,10 +25,15 @@ local function saturate(what, v, zp, dtype)
   return q:clamp(range[1], range[2]):cast(dtype)
 end
 
-op("QuantizeLinear", 10, function(_, x, at)
+-- Blocked quantization (opset 21's block_size) is not supported: per tensor or per axis only.
+local function no_blocks(name, at)
   if (at.block_size or 0) ~= 0 then
-    error("onnx: QuantizeLinear block_size " .. at.block_size .. " is not supported (per tensor or per axis only)", 0)
+    error(("onnx: %s block_size %d is not supported (per tensor or per axis only)"):format(name, at.block_size), 0)
   end
+end
+
+op("QuantizeLinear", 10, function(_, x, at)
+  no_blocks("QuantizeLinear", at)
   local nd = x[1].ndim
   local axis = axis_of(at.axis or 1, nd)
   local dtype = x[3] and x[3].dtype or (at.output_dtype and dtype_of(at.output_dtype, "QuantizeLinear")) or "uint8"
@@ -38,9 +43,7 @@ op("QuantizeLinear", 10, function(_, x, at)
 end)
 
 op("DequantizeLinear", 10, function(_, x, at)
-  if (at.block_size or 0) ~= 0 then
-    error("onnx: DequantizeLinear block_size " .. at.block_size .. " is not supported (per tensor or per axis only)", 0)
-  end
+  no_blocks("DequantizeLinear", at)
   local nd = x[1].ndim
   local axis = axis_of(at.axis or 1, nd)
   local scale = along(x[2], axis, nd)

@@ -83,6 +83,15 @@ test("assigning into a slice at a Variable writes that slice in place and nothin
   end
 end)
 
+test("a slice assigned from an overlapping slice of the same buffer gets the old values", function()
+  local x = Tensor.arange(6):contiguous():realize()
+  x:shrink({ { 1, 6 } }):assign(x:shrink({ { 0, 5 } })):realize() -- x[1:] = x[:-1]
+  H.same(rows(x), { 0, 0, 1, 2, 3, 4 })
+  local y = Tensor.arange(6):contiguous():realize()
+  y:shrink({ { 0, 5 } }):assign(y:shrink({ { 1, 6 } }) * 10):realize() -- y[:-1] = y[1:] * 10
+  H.same(rows(y), { 10, 20, 30, 40, 50, 5 })
+end)
+
 test("TinyJit replays a capture with new values of a bound Variable", function()
   local v = Variable("start_pos", 0, 7)
   local cache = Tensor.zeros(1, 8):contiguous():realize()
