@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "engine/device.h"
+#include "engine/pack.h"
 #include "engine/pattern.h"
 #include "engine/settings.h"
 #include "engine/shapetracker.h"
@@ -369,8 +370,10 @@ struct KernelBuilder {
       return walk(u->src[0], path, in_reduce);
     case Ops::CONTIGUOUS:
       if (u.get() == root) return walk(u->src[0], path, in_reduce);
-      return leaf(s.realize(u, assign_target(u.get()) ? boundary::assign : boundary::contiguous), path,
-                  in_reduce);
+      return leaf(s.realize(u, assign_target(u.get())                        ? boundary::assign
+                               : std::holds_alternative<std::string>(u->arg) ? boundary::pack
+                                                                             : boundary::contiguous),
+                  path, in_reduce);
     case Ops::REDUCE_AXIS: {
       if (auto own = s.own_kernel.find(u.get()); own != s.own_kernel.end() && u.get() != root)
         return leaf(s.realize(u, own->second), path, in_reduce);
@@ -564,8 +567,10 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     bool custom =
         std::any_of(nodes.begin(), nodes.end(), [](const UOp* u) { return u->op == Ops::CUSTOM_GRAD; });
     bool split = std::any_of(nodes.begin(), nodes.end(), long_reduce);
+    bool pack = std::any_of(nodes.begin(), nodes.end(), may_pack);
     if (custom) r = graph_rewrite(r, drop_custom_grads());
     if (split) r = graph_rewrite(r, split_reduce_rules());
+    if (pack) r = graph_rewrite(r, pack_operand_rules());
     resolved.push_back(r);
   }
   s.own_kernel = reduces_feeding_several_outputs(resolved);

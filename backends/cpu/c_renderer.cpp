@@ -2,6 +2,7 @@
 #include "engine/codegen/cstyle.h"
 #include "engine/codegen/opts.h"
 #include "engine/errors.h"
+#include "engine/machine.h"
 
 #include "engine/codegen/linearize.h"
 
@@ -137,6 +138,10 @@ const Dialect& c_dialect() {
       // gathers (a 5x5 convolution with 8-wide rows ran 10x slower). The CPU device reads this
       // line as a flag.
       if (tile_row_width(linear, accumulators) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
+      // The vector unit the opts were sized for, no wider: under MG_VECTOR_WIDTH=8 on an AVX-512
+      // CPU, clang would otherwise still use 32 registers and so hide a tile that spills on AVX2.
+      if (machine().simd.float_lanes < 16) os << kCompileFlagTag << "-mno-avx512f\n";
+      if (machine().simd.float_lanes < 8) os << kCompileFlagTag << "-mno-avx\n";
       bool bf16 = false; // in a value or a buffer (DEFINE_GLOBAL has the element dtype)
       for (auto& u : linear)
         bf16 |= u->dtype == DType::BFloat16;
