@@ -151,6 +151,21 @@ struct CpuKernel {
   bool tileable(size_t d) const {
     return ks.kind[d] == kGlobal && ks.full[d] > 1 && !broadcast_views(d).empty();
   }
+  // Whether a row along d would make a load that streams along the innermost reduce loop a
+  // gather: clang packs a row's lanes from values `stride` apart, or gives up and computes the
+  // tile one scalar at a time.
+  bool breaks_stream(size_t d) const {
+    size_t r = dims();
+    for (size_t e = 0; e < dims(); e++)
+      if (ks.kind[e] == kReduce) r = e;
+    if (r == dims()) return false;
+    for (auto& e : sts) {
+      if (!full_load(e) || e.second.views.size() != 1) continue;
+      const std::vector<int64_t>& st = e.second.views[0].strides;
+      if (st[r] == 1 && st[d] != 0 && st[d] != 1) return true;
+    }
+    return false;
+  }
   // The distinct bytes a view reads.
   int64_t bytes(const ShapeTracker& st, DType t) const {
     int64_t n = itemsize(t);
@@ -210,7 +225,7 @@ Tile tile_row(CpuKernel& k, const Machine& m) {
   const int64_t lanes = m.simd.float_lanes, two = 2 * lanes;
   Tile t;
   for (size_t d = k.dims(); d-- > 0;) {
-    if (!k.tileable(d)) continue;
+    if (!k.tileable(d) || k.breaks_stream(d)) continue;
     int64_t n = k.ks.full[d];
     std::vector<int64_t> amts = {two, lanes, 8, 5, 4, 3};
     std::sort(amts.rbegin(), amts.rend());
@@ -272,7 +287,7 @@ void tile_second_dim(CpuKernel& k, Tile& t, const Machine& m) {
 void widen_small_tile(CpuKernel& k, Tile& t) {
   auto small = [&] { return t.size < 16 || (t.size < 32 && t.row < 8); };
   for (size_t d = k.dims(); d-- > 0 && small();) {
-    if (!k.tileable(d)) continue;
+    if (!k.tileable(d) || k.breaks_stream(d)) continue;
     for (int64_t amt : {8, 4, 2})
       if (t.size * amt <= 72 && k.split(d, amt)) {
         t.size *= amt;
