@@ -33,6 +33,28 @@ std::optional<std::vector<int64_t>> strides_of(const UOp* x) {
   return st.views[0].strides;
 }
 
+// An operand as the packed matmul reads it. Its base is realized first where it is elementwise
+// math that the matmul would otherwise compute again for every tile that reads it (a
+// concatenation's masked loads: the gradient of q, k and v split from one qkv ran at a quarter
+// of the speed). Where its view is still not one plain view (attention's heads transposed back
+// and merged, a reshape of a permute), its own elements are copied out contiguously, as PyTorch
+// users write y.transpose(1, 2).contiguous(), and broadcast from there.
+UOpRef computed_once(const UOpRef& x) {
+  if (is_movement(x->op)) {
+    UOpRef below = computed_once(x->src[0]);
+    return below == x->src[0] ? x : x->replace_src({below});
+  }
+  if (!is_elementwise(x->op)) return x;
+  return UOp::make(Ops::CONTIGUOUS, x->dtype, {x}, std::string("operand"));
+}
+
+UOpRef plain_operand(const UOpRef& x) {
+  UOpRef y = computed_once(x);
+  if (strides_of(y.get()) || y->op != Ops::EXPAND) return y;
+  const UOpRef& own = y->src[0];
+  return y->replace_src({UOp::make(Ops::CONTIGUOUS, own->dtype, {own}, std::string("operand"))});
+}
+
 // The device the kernel will run on: that of a buffer it reads (the first one a short walk from
 // x finds), else the default device.
 bool on_gpu(const UOp* x) {
@@ -66,7 +88,8 @@ UOpRef pack(const Match& m) {
     return nullptr;
   const Shape& s = x->shape;
   const size_t k = static_cast<size_t>(ra.axes[0]), dims = s.size();
-  auto sa = strides_of(x->src[0].get()), sb = strides_of(x->src[1].get());
+  const UOpRef ops[2] = {plain_operand(x->src[0]), plain_operand(x->src[1])};
+  auto sa = strides_of(ops[0].get()), sb = strides_of(ops[1].get());
   if (!sa || !sb) return nullptr;
   // the row: the innermost dim over outputs where one operand is broadcast; the other is B
   size_t n = dims;
@@ -96,7 +119,9 @@ UOpRef pack(const Match& m) {
       split.push_back(s[d]);
   }
   const DType dt = x->dtype;
-  UOpRef b = UOp::make(Ops::RESHAPE, dt, {x->src[bi]}, split);
+  // (B's own math, if any, goes into the pack kernel: it is computed once there)
+  const UOpRef& braw = x->src[bi];
+  UOpRef b = UOp::make(Ops::RESHAPE, dt, {strides_of(braw.get()) ? braw : ops[bi]}, split);
   // B's own elements (its broadcast dims cut to 1), then its panels: every other dim, then
   // (n / width, k, width), so one panel's reduce steps follow each other, `width` values each
   Shape keep;
@@ -124,7 +149,7 @@ UOpRef pack(const Match& m) {
     a_keep.push_back(d == n ? sint(1) : s[d]);
   }
   a_ones[n] = a_ones[n + 1] = 1;
-  UOpRef a = UOp::make(Ops::SHRINK, dt, {x->src[1 - bi]}, a_keep);
+  UOpRef a = UOp::make(Ops::SHRINK, dt, {ops[1 - bi]}, a_keep);
   a = UOp::make(Ops::EXPAND, dt, {UOp::make(Ops::RESHAPE, dt, {a}, a_ones)}, split);
   UOpRef prod = UOp::make(Ops::MUL, dt, bi == 1 ? std::vector<UOpRef>{a, b} : std::vector<UOpRef>{b, a});
   UOpRef red = UOp::make(Ops::REDUCE_AXIS, r->dtype, {prod}, ReduceArg{Ops::ADD, {static_cast<int64_t>(k2)}});

@@ -128,6 +128,14 @@ bool unsafe_under_pad(Ops op) {
          op == Ops::POW;
 }
 
+// Why a CONTIGUOUS that is not an assign is a kernel: the user asked, or engine/pack.h's rule
+// made it (its arg names which).
+const char* contiguous_reason(const UOp& u) {
+  const std::string* made_by = std::get_if<std::string>(&u.arg);
+  if (!made_by) return boundary::contiguous;
+  return *made_by == "pack" ? boundary::pack : boundary::operand;
+}
+
 // A movement chain from the kernel's root down to a node, outermost first.
 using Path = std::vector<const UOp*>;
 
@@ -370,10 +378,8 @@ struct KernelBuilder {
       return walk(u->src[0], path, in_reduce);
     case Ops::CONTIGUOUS:
       if (u.get() == root) return walk(u->src[0], path, in_reduce);
-      return leaf(s.realize(u, assign_target(u.get())                        ? boundary::assign
-                               : std::holds_alternative<std::string>(u->arg) ? boundary::pack
-                                                                             : boundary::contiguous),
-                  path, in_reduce);
+      return leaf(s.realize(u, assign_target(u.get()) ? boundary::assign : contiguous_reason(*u)), path,
+                  in_reduce);
     case Ops::REDUCE_AXIS: {
       if (auto own = s.own_kernel.find(u.get()); own != s.own_kernel.end() && u.get() != root)
         return leaf(s.realize(u, own->second), path, in_reduce);

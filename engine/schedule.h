@@ -29,6 +29,8 @@ inline constexpr const char* two_consumers = "used by two consumers that cannot 
 inline constexpr const char* pad = "padded, and not 0 at 0 (the pad would compute garbage through it)";
 inline constexpr const char* pack =
     "a matmul's operand copied into panels, so the matmul's loop reads it in order (engine/pack.h)";
+inline constexpr const char* operand =
+    "a matmul's broadcast operand, computed once instead of once per tile (engine/pack.h)";
 inline constexpr const char* recompute =
     "costly elementwise math broadcast into its reader (computed once, not once per use)";
 } // namespace boundary

@@ -37,13 +37,15 @@ local function transpose(m)
   return t
 end
 
-local function packs(t)
+
+local function reasons(t, text)
   local n = 0
   for _, it in ipairs(t:schedule()) do
-    if it.reason:find(PACK, 1, true) then n = n + 1 end
+    if it.reason:find(text, 1, true) then n = n + 1 end
   end
   return n
 end
+local function packs(t) return reasons(t, PACK) end
 
 local lanes = select(2, Device.machine()).float_lanes
 
@@ -78,6 +80,24 @@ test("gradients through packed matmuls: dA = G @ B.T, dB = A.T @ G", function()
   Tensor.realize_all { a.grad, b.grad }
   H.same(a.grad:tolist(), matmul(g:tolist(), transpose(b:tolist())), 1e-3, "dA")
   H.same(b.grad:tolist(), matmul(transpose(a:tolist()), g:tolist()), 1e-3, "dB")
+end)
+
+
+test("operands that are not one plain view: each computed once, then the packed product", function()
+  -- attention's heads merged back: (B, H, T, D) -> (B, T, H*D), a reshape of a transpose
+  local y, w = Tensor.randn(4, 4, 32, 16):realize(), Tensor.randn(512, 64):realize()
+  local x = y:transpose(1, 2):reshape(4, 32, 64)
+  local out = x:matmul(w:transpose())
+  assert(packs(out) == 1 and reasons(out, "computed once") == 1, "the merged heads copied out once")
+  local want = matmul(x:contiguous():tolist(), { transpose(w:tolist()), transpose(w:tolist()),
+    transpose(w:tolist()), transpose(w:tolist()) })
+  H.same(out:tolist(), want, 1e-3)
+  -- a concatenation (masked loads) as the broadcast operand
+  local p, q = Tensor.randn(64, 100):realize(), Tensor.randn(64, 156):realize()
+  local b = Tensor.randn(256, 256):realize()
+  local c = Tensor.cat({ p, q }, 1):matmul(b)
+  assert(reasons(c, "computed once") == 1, "the concatenation computed once")
+  H.same(c:tolist(), matmul(Tensor.cat({ p, q }, 1):tolist(), b:tolist()), 1e-3)
 end)
 
 test("a width no panel divides, and a small matmul: no pack, the same products", function()
