@@ -100,6 +100,16 @@ test("operands that are not one plain view: each computed once, then the packed 
   H.same(c:tolist(), matmul(Tensor.cat({ p, q }, 1):tolist(), b:tolist()), 1e-3)
 end)
 
+test("a weight gradient reduces over batch and tokens: both reduce dims go into the panels", function()
+  local x = Tensor.randn(4, 64, 64):realize()
+  local g = Tensor.randn(4, 64, 256):realize()
+  -- dW[j][c] = sum over b, t of g[b][t][j] * x[b][t][c], as autograd builds it for x @ W.T
+  local dw = (g:reshape(4, 64, 256, 1) * x:reshape(4, 64, 1, 64)):sum({ 0, 1 })
+  assert(packs(dw) == 1, "one pack kernel")
+  local gl, xl = g:reshape(256, 256):tolist(), x:reshape(256, 64):tolist()
+  H.same(dw:tolist(), matmul(transpose(gl), xl), 1e-3)
+end)
+
 test("a width no panel divides, and a small matmul: no pack, the same products", function()
   local n = lanes * 12 + lanes // 2 -- a multiple of neither a vector nor two
   local a, b = Tensor.randn(64, 256):realize(), Tensor.randn(256, n):realize()
