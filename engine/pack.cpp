@@ -15,10 +15,12 @@ namespace {
 
 // Below these a pack costs more than it saves. Measured on Zen 5 (AVX-512 and the AVX2 profile),
 // 1 thread: a 128^3 matmul gains nothing; from 256^3 the packed one ran 1.2-1.5x faster (AVX2
-// profile: 1.5x at 256 and 512, 2.2x at 1024, 4x at 2048). A B reused by fewer rows than a tile
-// holds is read about once anyway.
+// profile: 1.5x at 256 and 512, 2.2x at 1024, 4x at 2048). B must be read again by enough rows
+// to repay its copy: 32 where its row is a gather (attention's q @ k.T over 64 queries: 0.8 ->
+// 0.12 ms), 128 where its rows are contiguous (a conv's weight gradient, 64 output channels by
+// 36864 x 288 windows: the 42 MiB copy cost more than the packed matmul saved).
 constexpr int64_t kMinProducts = int64_t(1) << 22;
-constexpr int64_t kMinReuse = 32;
+constexpr int64_t kMinReuseGather = 32, kMinReuseRows = 128;
 
 // The strides of x as its movement chain reads its base (laid out contiguously, as a buffer or a
 // node realized into one is); nullopt where the chain is not one view without a mask.
@@ -96,7 +98,7 @@ bool on_gpu(const UOp* x) {
 int64_t row_width(int64_t n) {
   const int64_t lanes = machine().simd.float_lanes, two = 2 * lanes;
   if (n >= 3 * two && n % two == 0) return two;
-  if (n > lanes && n <= two) return n;
+  if (2 * n > lanes && n <= two) return n;
   return n % lanes == 0 ? lanes : 0;
 }
 
@@ -126,7 +128,7 @@ UOpRef pack(const Match& m) {
   int64_t reuse = 1;
   for (size_t d = 0; d < dims; d++)
     if (!reduced(d) && st[d] == 0) reuse *= s[d].value();
-  if (reuse < kMinReuse || on_gpu(x.get())) return nullptr;
+  if (reuse < (st[n] == 1 ? kMinReuseRows : kMinReuseGather) || on_gpu(x.get())) return nullptr;
 
   // The loops with n split into (n / width, width); the dims past n move one place up.
   auto at = [&](size_t d) { return static_cast<int64_t>(d > n ? d + 1 : d); };

@@ -152,9 +152,13 @@ struct CpuKernel {
     return ks.kind[d] == kGlobal && ks.full[d] > 1 && !broadcast_views(d).empty();
   }
   // Whether a row along d would make a load that streams along the innermost reduce loop a
-  // gather: clang packs a row's lanes from values `stride` apart, or gives up and computes the
-  // tile one scalar at a time.
+  // gather (clang packs a row's lanes from values `stride` apart, or gives up and computes the
+  // tile one scalar at a time) while the loads it reuses are small enough to stay in L1 anyway:
+  // attention's causal mask, a LayerNorm's weight; not a product's other operand (a weight
+  // gradient's input windows, 200 KiB: a tile over them ran 1.8x faster).
   bool breaks_stream(size_t d) const {
+    for (size_t v : broadcast_views(d))
+      if (bytes(sts[v].second, loaded.at(sts[v].first)) >= machine().l1d.bytes) return false;
     size_t r = dims();
     for (size_t e = 0; e < dims(); e++)
       if (ks.kind[e] == kReduce) r = e;
@@ -214,11 +218,12 @@ void upcast_strided_copy(CpuKernel& k, const Machine& m) {
   }
 }
 
-// The row: the innermost broadcast dim, whole when it fits two vectors of float32 (a 24- or
-// 26-wide image row on AVX-512), else two vectors (from three rows of two up), one, 8, 5, 4 or 3
-// wide, else its largest divisor under two vectors. 5 and 3 fit the kernel windows of
-// convolutions (their weight gradients reduce over the whole batch for a 5x5 or 3x3 output: a
-// tile over the window reuses each gradient load). Measured with 16 lanes: a 1024 matmul's 8x32
+// The row: the innermost broadcast dim (not one that breaks_stream), whole when it is over half
+// a vector and fits two (a 24- or 26-wide image row on AVX-512; a 12-wide one: the input
+// gradient of a 5x5 conv onto 12x12 ran 140 -> 98 ms as 12 x 8 channels, against 4x4x4), else two vectors
+// (from three rows of two up), one, 8, 5, 4 or 3 wide, else its largest divisor under two vectors. 5 and 3
+// fit the kernel windows of convolutions (their weight gradients reduce over the whole batch for a 5x5 or 3x3
+// output: a tile over the window reuses each gradient load). Measured with 16 lanes: a 1024 matmul's 8x32
 // tile ran 1.7x faster than 8x16, a conv's 24-wide row 2x faster than 8x8 pixels; two 32-wide
 // tiles (a 64-wide matmul) made clang spill its accumulators, 15x slower.
 Tile tile_row(CpuKernel& k, const Machine& m) {
@@ -232,7 +237,7 @@ Tile tile_row(CpuKernel& k, const Machine& m) {
     amts.erase(std::unique(amts.begin(), amts.end()), amts.end());
     std::erase_if(amts, [](int64_t a) { return a < 2; });
     if (n < 3 * two) std::erase(amts, two);
-    if (n > lanes && n <= two) amts.insert(amts.begin(), n);
+    if (2 * n > lanes && n <= two) amts.insert(amts.begin(), n);
     for (int64_t a = two - 1; a > 2; a--)
       if (n % a == 0) {
         amts.push_back(a);

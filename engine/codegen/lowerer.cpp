@@ -423,7 +423,8 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
   for (const UOp* v : views_of(ast))
     sts.push_back({v, v->st()});
   if (opts || !noopt) {
-    // merge adjacent dims (right to left) wherever every view stays one view, then opts
+    // merge adjacent dims (right to left) wherever every view stays one view and none is stacked
+    // on another (try_merge), then opts
     for (size_t i = ks.full.size(); i-- > 1;)
       try_merge(ks, sts, i - 1);
   }

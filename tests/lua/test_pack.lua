@@ -50,7 +50,7 @@ local function packs(t) return reasons(t, PACK) end
 local lanes = select(2, Device.machine()).float_lanes
 
 test("A @ B: B packed once, the product that of a triple loop", function()
-  local a, b = Tensor.randn(64, 256):realize(), Tensor.randn(256, 256):realize()
+  local a, b = Tensor.randn(128, 256):realize(), Tensor.randn(256, 256):realize()
   local c = a:matmul(b)
   assert(packs(c) == 1, "one pack kernel")
   H.same(c:tolist(), matmul(a:tolist(), b:tolist()), 1e-3)
@@ -64,16 +64,16 @@ test("x @ W.T: the transposed weight packed (its rows were the reduce)", functio
 end)
 
 test("a batched matmul: each batch's B in panels of its own", function()
-  local a, b = Tensor.randn(2, 64, 128):realize(), Tensor.randn(2, 128, 256):realize()
+  local a, b = Tensor.randn(2, 128, 128):realize(), Tensor.randn(2, 128, 256):realize()
   local c = a:matmul(b)
   assert(packs(c) == 1, "one pack kernel")
   H.same(c:tolist(), matmul(a:tolist(), b:tolist()), 1e-3)
 end)
 
 test("gradients through packed matmuls: dA = G @ B.T, dB = A.T @ G", function()
-  local a = Tensor.randn(64, 256):realize():requires_grad_()
+  local a = Tensor.randn(128, 256):realize():requires_grad_()
   local b = Tensor.randn(256, 256):realize():requires_grad_()
-  local g = Tensor.randn(64, 256):realize()
+  local g = Tensor.randn(128, 256):realize()
   local c = a:matmul(b)
   assert(packs(c) == 1, "the forward packs")
   ;(c * g):sum():backward()
@@ -93,7 +93,7 @@ test("operands that are not one plain view: each computed once, then the packed 
     transpose(w:tolist()), transpose(w:tolist()) })
   H.same(out:tolist(), want, 1e-3)
   -- a concatenation (masked loads) as the broadcast operand
-  local p, q = Tensor.randn(64, 100):realize(), Tensor.randn(64, 156):realize()
+  local p, q = Tensor.randn(128, 100):realize(), Tensor.randn(128, 156):realize()
   local b = Tensor.randn(256, 256):realize()
   local c = Tensor.cat({ p, q }, 1):matmul(b)
   assert(reasons(c, "computed once") == 1, "the concatenation computed once")
@@ -112,7 +112,7 @@ end)
 
 test("a width no panel divides, and a small matmul: no pack, the same products", function()
   local n = lanes * 12 + lanes // 2 -- a multiple of neither a vector nor two
-  local a, b = Tensor.randn(64, 256):realize(), Tensor.randn(256, n):realize()
+  local a, b = Tensor.randn(128, 256):realize(), Tensor.randn(256, n):realize()
   local c = a:matmul(b)
   assert(packs(c) == 0, "no pack for width " .. n)
   H.same(c:tolist(), matmul(a:tolist(), b:tolist()), 1e-3)
@@ -122,7 +122,7 @@ test("a width no panel divides, and a small matmul: no pack, the same products",
 end)
 
 test("NOOPT leaves the schedule as written", function()
-  local a, b = Tensor.randn(64, 256):realize(), Tensor.randn(256, 256):realize()
+  local a, b = Tensor.randn(128, 256):realize(), Tensor.randn(256, 256):realize()
   Context({ NOOPT = 1 }, function()
     assert(packs(a:matmul(b)) == 0, "NOOPT packs nothing")
   end)
