@@ -146,13 +146,23 @@ const Dialect& c_dialect() {
       for (auto& u : linear)
         bf16 |= u->dtype == DType::BFloat16;
       os << kPrelude << (bf16 ? kBf16 : "") << (k.body.find("mg_exp2f(") != std::string::npos ? kExp2 : "")
-         << (k.body.find("mg_log2f(") != std::string::npos ? kLog2 : "") << "void " << k.fn
-         << "(void** bufs, int core, int ncores) {\n";
-      for (auto& [i, t] : k.globals)
-        if (t != DType::Void)
-          os << "  " << (i == 0 ? "" : "const ") << (t == DType::BFloat16 ? "unsigned short" : c_type(t))
-             << "* restrict data" << i << " = bufs[" << i << "];\n";
-      os << k.body << "}\n";
+         << (k.body.find("mg_log2f(") != std::string::npos ? kLog2 : "");
+      // The buffers arrive as parameters marked restrict: clang takes restrict on a parameter
+      // as "no other pointer reaches this memory", but not on a local copied from bufs[i], and
+      // without it gave up vectorizing any loop whose loads it could not bound (an index with
+      // x / 2 in it: a pool's gradient ran one scalar at a time).
+      std::string params, args;
+      for (auto& [i, t] : k.globals) {
+        if (t == DType::Void) continue;
+        std::string type = t == DType::BFloat16 ? "unsigned short" : c_type(t);
+        params += (i == 0 ? "" : "const ") + type + "* restrict data" + std::to_string(i) + ", ";
+        args += "bufs[" + std::to_string(i) + "], ";
+      }
+      os << "static inline __attribute__((always_inline)) void " << k.fn << "_body(" << params
+         << "int core, int ncores) {\n"
+         << k.body << "}\n"
+         << "void " << k.fn << "(void** bufs, int core, int ncores) { " << k.fn << "_body(" << args
+         << "core, ncores); }\n";
       return os.str();
     };
     return d;

@@ -153,12 +153,13 @@ struct CpuKernel {
   }
   // Whether a row along d would make a load that streams along the innermost reduce loop a
   // gather (clang packs a row's lanes from values `stride` apart, or gives up and computes the
-  // tile one scalar at a time) while the loads it reuses are small enough to stay in L1 anyway:
-  // attention's causal mask, a LayerNorm's weight; not a product's other operand (a weight
-  // gradient's input windows, 200 KiB: a tile over them ran 1.8x faster).
+  // tile one scalar at a time) while the loads it reuses are small enough to come from L1 or L2
+  // anyway (under 4 L1s): attention's causal mask, a LayerNorm's weight, a 64x128 position
+  // embedding (a 12-wide row over the batch made its sum 2x slower); not a product's other
+  // operand (a weight gradient's input windows, 200 KiB: a tile over them ran 1.8x faster).
   bool breaks_stream(size_t d) const {
     for (size_t v : broadcast_views(d))
-      if (bytes(sts[v].second, loaded.at(sts[v].first)) >= machine().l1d.bytes) return false;
+      if (bytes(sts[v].second, loaded.at(sts[v].first)) >= 4 * machine().l1d.bytes) return false;
     size_t r = dims();
     for (size_t e = 0; e < dims(); e++)
       if (ks.kind[e] == kReduce) r = e;
