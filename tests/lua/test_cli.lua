@@ -68,7 +68,7 @@ test("DEBUG=3 prints the C preamble once per process, then only each kernel's ow
   local out, rc = run("env -u NOOPT -u BEAM DEBUG=3 DEV=CPU " .. sh_quote(exe) .. " -e " .. sh_quote(code))
   assert(rc == 0, out)
   local function count(s) return select(2, out:gsub(s:gsub("%p", "%%%0"), "")) end
-  assert(count("void r_") == 3, "each kernel's function is printed:\n" .. out)
+  assert(count("(void** bufs, int core, int ncores)") == 3, "each kernel's function is printed:\n" .. out)
   assert(count("float exp2f(float)") == 1, "the math declarations are printed once:\n" .. out)
   assert(count("#define INFINITY") == 1, "the defines are printed once:\n" .. out)
   assert(count("static inline float mg_exp2f(float x)") == 1, "a helper is printed with its first kernel only:\n" .. out)
