@@ -221,12 +221,13 @@ void upcast_strided_copy(CpuKernel& k, const Machine& m) {
 
 // The row: the innermost broadcast dim (not one that breaks_stream), whole when it is over half
 // a vector and fits two (a 24- or 26-wide image row on AVX-512; a 12-wide one: the input
-// gradient of a 5x5 conv onto 12x12 ran 140 -> 98 ms as 12 x 8 channels, against 4x4x4), else two vectors
-// (from three rows of two up), one, 8, 5, 4 or 3 wide, else its largest divisor under two vectors. 5 and 3
-// fit the kernel windows of convolutions (their weight gradients reduce over the whole batch for a 5x5 or 3x3
-// output: a tile over the window reuses each gradient load). Measured with 16 lanes: a 1024 matmul's 8x32
-// tile ran 1.7x faster than 8x16, a conv's 24-wide row 2x faster than 8x8 pixels; two 32-wide
-// tiles (a 64-wide matmul) made clang spill its accumulators, 15x slower.
+// gradient of a 5x5 conv onto 12x12 ran 140 -> 98 ms as 12 x 8 channels, against 4x4x4), else
+// two vectors (from three rows of two up), one, 8, 5, 4 or 3 wide, else its largest divisor under
+// two vectors. 5 and 3 fit the kernel windows of convolutions (their weight gradients reduce over
+// the whole batch for a 5x5 or 3x3 output: a tile over the window reuses each gradient load).
+// Measured with 16 lanes: a 1024 matmul's 8x32 tile ran 1.7x faster than 8x16, a conv's 24-wide
+// row 2x faster than 8x8 pixels; two 32-wide tiles (a 64-wide matmul) made clang spill its
+// accumulators, 15x slower.
 Tile tile_row(CpuKernel& k, const Machine& m) {
   const int64_t lanes = m.simd.float_lanes, two = 2 * lanes;
   Tile t;
