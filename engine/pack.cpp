@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_set>
 
+#include "engine/codegen/heuristic.h"
 #include "engine/device.h"
 #include "engine/machine.h"
 #include "engine/settings.h"
@@ -36,31 +36,22 @@ std::optional<std::vector<int64_t>> strides_of(const UOp* x) {
   return st.views[0].strides;
 }
 
-// An operand as the packed matmul reads it. Its base is realized first where it is elementwise
-// math that the matmul would otherwise compute again for every tile that reads it (a
-// concatenation's masked loads: the gradient of q, k and v split from one qkv ran at a quarter
-// of the speed). Where its view is still not one plain view (attention's heads transposed back
-// and merged, a reshape of a permute), its own elements are copied out contiguously, as PyTorch
-// users write y.transpose(1, 2).contiguous(), and broadcast from there.
-// Not the epilogue of a reduce, though (math that reads a reduce's result through elementwise ops
-// and reshapes only): realized with it, it would be fused after the reduce's tile of accumulators, where it
-// ran one scalar at a time (GELU's gradient after a matmul: 5.6 ms against 1.0 + 0.2 apart).
+// Whether x is the epilogue of a reduce: math that reads a reduce's result through elementwise
+// ops and reshapes only (through any other movement op, the scheduler realizes the reduce on its
+// own). Realized with it, it would be fused after the reduce's tile of accumulators, where it ran
+// one scalar at a time (GELU's gradient after a matmul: 5.6 ms against 1.0 + 0.2 apart).
 bool epilogue(const UOp* x) {
-  std::vector<const UOp*> todo{x};
-  std::unordered_set<const UOp*> seen{x};
-  while (!todo.empty()) {
-    const UOp* u = todo.back();
-    todo.pop_back();
-    for (auto& s : u->src) {
-      if (s->op == Ops::REDUCE_AXIS) return true;
-      // (read through any other movement op, the scheduler realizes the reduce on its own)
-      if ((is_elementwise(s->op) || s->op == Ops::RESHAPE) && seen.insert(s.get()).second)
-        todo.push_back(s.get());
-    }
-  }
-  return false;
+  return reaches(
+      x, [](const UOp* u) { return u->op == Ops::REDUCE_AXIS; },
+      [](const UOp* u) { return is_elementwise(u->op) || u->op == Ops::RESHAPE; });
 }
 
+// An operand as the packed matmul reads it. Its base is realized first where it is elementwise
+// math, not an epilogue, that the matmul would otherwise compute again for every tile that reads
+// it (a concatenation's masked loads: the gradient of q, k and v split from one qkv ran at a
+// quarter of the speed). Where its view is still not one plain view (attention's heads
+// transposed back and merged, a reshape of a permute), its own elements are copied out
+// contiguously, as PyTorch users write y.transpose(1, 2).contiguous(), and broadcast from there.
 UOpRef computed_once(const UOpRef& x) {
   if (is_movement(x->op)) {
     UOpRef below = computed_once(x->src[0]);
@@ -91,15 +82,13 @@ bool on_gpu(const UOp* x) {
   return get_device(default_device()).target().gpu;
 }
 
-// The width of the row the CPU heuristic will tile an n-long dim with (tile_row in
-// engine/codegen/heuristic.cpp): two vectors from three rows of two up, the whole dim up to two
-// vectors, else one vector; 0 where none of these divides n. A panel's row is its whole width,
-// so a packed B is seen as packed.
+// The width of the row the CPU heuristic will tile an n-long dim with, where it is a vector's
+// worth or more (else 0: no panels). A panel's row is its whole width, so a packed B is seen as
+// packed.
 int64_t row_width(int64_t n) {
-  const int64_t lanes = machine().simd.float_lanes, two = 2 * lanes;
-  if (n >= 3 * two && n % two == 0) return two;
-  if (2 * n > lanes && n <= two) return n;
-  return n % lanes == 0 ? lanes : 0;
+  for (int64_t w : row_widths(n))
+    if (n % w == 0) return 2 * w > machine().simd.float_lanes ? w : 0;
+  return 0;
 }
 
 UOpRef pack(const Match& m) {

@@ -21,17 +21,9 @@ namespace mg {
 namespace {
 // Whether any node below root holds a realized value (the walk stops at those it finds).
 bool any_cached(const UOp* root) {
-  std::unordered_set<const UOp*> seen{root};
-  std::vector<const UOp*> todo{root};
-  while (!todo.empty()) {
-    const UOp* u = todo.back();
-    todo.pop_back();
-    for (auto& s : u->src) {
-      if (s->op == Ops::REALIZED || s->cached()) return true;
-      if (seen.insert(s.get()).second) todo.push_back(s.get());
-    }
-  }
-  return false;
+  return reaches(
+      root, [](const UOp* s) { return s->op == Ops::REALIZED || s->cached() != nullptr; },
+      [](const UOp*) { return true; });
 }
 } // namespace
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -123,6 +124,22 @@ UOpRef with_sources(const UOpRef& u, const std::unordered_map<const UOp*, UOpRef
 
 // Post-order (sources first) list of every node reachable from root.
 std::vector<const UOp*> toposort(const UOp* root);
+
+// Whether a source below root satisfies `hit`, walking down only through sources that satisfy
+// `through` (each visited once; iterative: graphs can be 100k nodes deep).
+template <class Hit, class Through> bool reaches(const UOp* root, Hit hit, Through through) {
+  std::unordered_set<const UOp*> seen{root};
+  std::vector<const UOp*> todo{root};
+  while (!todo.empty()) {
+    const UOp* u = todo.back();
+    todo.pop_back();
+    for (auto& s : u->src) {
+      if (hit(s.get())) return true;
+      if (through(s.get()) && seen.insert(s.get()).second) todo.push_back(s.get());
+    }
+  }
+  return false;
+}
 // Indented tree; a node with several parents is printed once and named (%N) after.
 std::string print_tree(const UOpRef& root);
 // Number of UOps alive (hash-consing table size).

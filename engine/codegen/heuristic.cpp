@@ -228,25 +228,12 @@ void upcast_strided_copy(CpuKernel& k, const Machine& m) {
 // Measured with 16 lanes: a 1024 matmul's 8x32 tile ran 1.7x faster than 8x16, a conv's 24-wide
 // row 2x faster than 8x8 pixels; two 32-wide tiles (a 64-wide matmul) made clang spill its
 // accumulators, 15x slower.
-Tile tile_row(CpuKernel& k, const Machine& m) {
-  const int64_t lanes = m.simd.float_lanes, two = 2 * lanes;
+Tile tile_row(CpuKernel& k) {
   Tile t;
   for (size_t d = k.dims(); d-- > 0;) {
     if (!k.tileable(d) || k.breaks_stream(d)) continue;
-    int64_t n = k.ks.full[d];
-    std::vector<int64_t> amts = {two, lanes, 8, 5, 4, 3};
-    std::sort(amts.rbegin(), amts.rend());
-    amts.erase(std::unique(amts.begin(), amts.end()), amts.end());
-    std::erase_if(amts, [](int64_t a) { return a < 2; });
-    if (n < 3 * two) std::erase(amts, two);
-    if (2 * n > lanes && n <= two) amts.insert(amts.begin(), n);
-    for (int64_t a = two - 1; a > 2; a--)
-      if (n % a == 0) {
-        amts.push_back(a);
-        break;
-      }
     t.reused = k.broadcast_views(d);
-    for (int64_t amt : amts)
+    for (int64_t amt : row_widths(k.ks.full[d].value()))
       if (k.split(d, amt)) {
         t.row = t.size = amt;
         t.row_dim = d;
@@ -388,6 +375,22 @@ void order_outer_loops(CpuKernel& k, const std::vector<size_t>& outer, const Mac
 
 } // namespace
 
+std::vector<int64_t> row_widths(int64_t n) {
+  const int64_t lanes = machine().simd.float_lanes, two = 2 * lanes;
+  std::vector<int64_t> amts = {two, lanes, 8, 5, 4, 3};
+  std::sort(amts.rbegin(), amts.rend());
+  amts.erase(std::unique(amts.begin(), amts.end()), amts.end());
+  std::erase_if(amts, [](int64_t a) { return a < 2; });
+  if (n < 3 * two) std::erase(amts, two);
+  if (2 * n > lanes && n <= two) amts.insert(amts.begin(), n);
+  for (int64_t a = two - 1; a > 2; a--)
+    if (n % a == 0) {
+      amts.push_back(a);
+      break;
+    }
+  return amts;
+}
+
 std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
                                  const Target& target) {
@@ -398,7 +401,7 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
     upcast_strided_copy(k, m);
     return k.applied;
   }
-  Tile t = tile_row(k, m);
+  Tile t = tile_row(k);
   tile_second_dim(k, t, m);
   widen_small_tile(k, t);
   unroll_reduce(k, t, reduce_op);

@@ -17,4 +17,8 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
                                  const Target& target = {});
 
+// The widths a CPU tile's row along an n-long dim may take, best first (the first that divides n
+// and is legal wins); engine/pack.cpp makes panels of the width the row will have.
+std::vector<int64_t> row_widths(int64_t n);
+
 } // namespace mg
