@@ -15,16 +15,16 @@ assert(d <= 1e-6 * m, "BEAM changed the values by " .. d .. " (largest " .. m ..
 print("sum", ("%.2f"):format(c:sum():item()))'
 first=$(BEAM=2 DEBUG=1 "$MG" -e "$code")
 second=$(BEAM=2 DEBUG=1 "$MG" -e "$code")
-echo "first run:"; echo "$first" | grep BEAM
-echo "second run:"; echo "$second" | grep -E "BEAM|compiled"
+echo "first run:"; grep BEAM <<<"$first"
+echo "second run:"; grep -E "BEAM|compiled" <<<"$second"
 chose=$(echo "$first" | sed -n 's/.*\(r_[0-9_]*\) *chose \(.*\): .*/\1 \2/p')
 cached=$(echo "$second" | sed -n 's/.*\(r_[0-9_]*\) *from the cache: \(.*\)/\1 \2/p')
 [ -n "$chose" ] || { echo "FAIL: the first run did not search"; exit 1; }
 [ "$chose" = "$cached" ] || { echo "FAIL: the cache gave '$cached', the search chose '$chose'"; exit 1; }
-echo "$second" | grep -q " tried," && { echo "FAIL: the second run searched again"; exit 1; }
+grep -q " tried," <<<"$second" && { echo "FAIL: the second run searched again"; exit 1; }
 n2=$(echo "$second" | sed -n 's/.*(\([0-9]*\) compiled).*/\1/p' | awk '{s+=$1} END {print s+0}')
 [ "$n2" -eq 0 ] || { echo "FAIL: the second run compiled $n2 kernels"; exit 1; }
-[ "$(echo "$first" | grep '^sum')" = "$(echo "$second" | grep '^sum')" ] || { echo "FAIL: results differ"; exit 1; }
+[ "$(grep '^sum' <<<"$first")" = "$(grep '^sum' <<<"$second")" ] || { echo "FAIL: results differ"; exit 1; }
 
 # :beam alone shows the cache
 echo ":beam" | "$MG" | grep -q "beam.sqlite (.* kernel" || { echo "FAIL: :beam does not show the cache"; exit 1; }

@@ -17,6 +17,6 @@ n2=$(echo "$second" | sed -n 's/.*(\([0-9]*\) compiled).*/\1/p' | awk '{s+=$1} E
 [ "$n1" -gt 0 ] || { echo "FAIL: first run compiled nothing ($n1)"; exit 1; }
 [ "$n2" -eq 0 ] || { echo "FAIL: second run compiled $n2 kernels"; exit 1; }
 # the numbers must not change either
-[ "$(echo "$first" | grep -v '^\*\*\*')" = "$(echo "$second" | grep -v '^\*\*\*')" ] || { echo "FAIL: results differ"; exit 1; }
+[ "$(grep -v '^\*\*\*' <<<"$first")" = "$(grep -v '^\*\*\*' <<<"$second")" ] || { echo "FAIL: results differ"; exit 1; }
 ls "$dir/moongrad/kernels/"*.o >/dev/null
 echo "PASS: first run compiled $n1 kernels, second run 0"

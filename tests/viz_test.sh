@@ -33,13 +33,13 @@ grep -q "http" <(grep -o '<script[^>]*src=[^>]*>' "$path") && fail "the page loa
 
 browse "$dir/dom.html" --dump-dom "file://$path"
 selftest=$(sed -n '/<pre id="selftest">/,/<\/pre>/p' "$dir/dom.html")
-echo "$selftest" | head -4
-echo "$selftest" | grep -q "^script error:" && fail "script errors: $(echo "$selftest" | grep "^script error:")"
+head -4 <<<"$selftest"
+grep -q "^script error:" <<<"$selftest" && fail "script errors: $(grep "^script error:" <<<"$selftest")"
 stages=$((2 + 6 * kernels)) # graph, schedule, then ast opts lowered simplified linear source
-echo "$selftest" | grep -q "selftest: $stages stages, 0 mismatches, 0 script errors" ||
+grep -q "selftest: $stages stages, 0 mismatches, 0 script errors" <<<"$selftest" ||
   fail "expected $stages stages with no mismatch and no script error: $(echo "$selftest" | tail -1)"
-echo "$selftest" | grep -q "^<pre id=\"selftest\">stage 0 \[graph: tensor graph\] $nodes svg nodes" ||
-  fail "the tensor graph should have $nodes SVG nodes (x.uop:toposort()): $(echo "$selftest" | head -1)"
+grep -q "^<pre id=\"selftest\">stage 0 \[graph: tensor graph\] $nodes svg nodes" <<<"$selftest" ||
+  fail "the tensor graph should have $nodes SVG nodes (x.uop:toposort()): $(head -1 <<<"$selftest")"
 grep -q "rule that fired" "$dir/dom.html" || fail "no rewrite steps listed"
 grep -q "symbolic.cpp:[0-9]*</td><td>#[0-9]* MUL(x, 1)" "$dir/dom.html" || echo "(x*1 not in this graph: fine)"
 grep -q "why a kernel: a reduce&#39;s result is broadcast\|why a kernel: a reduce.s result is broadcast" "$dir/dom.html" || fail "the schedule does not show the boundary reasons"
@@ -93,5 +93,5 @@ rm -f "$path" "$page"
 
 # no Graphviz: a clear error, at the prompt as from a script
 err=$(PATH=/nonexistent "$MG" -e 'show.viz(Tensor.ones(2) + 1)' 2>&1) && fail "show.viz without dot succeeded"
-echo "$err" | grep -q "VIZ needs Graphviz's dot" || fail "without dot: $err"
+grep -q "VIZ needs Graphviz's dot" <<<"$err" || fail "without dot: $err"
 echo "PASS"
