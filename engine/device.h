@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,13 @@ struct Launch {
   Shape global_size, local_size;
 };
 
+// The two ceilings of a device's roofline at some number of threads: float32 FLOP/s with every
+// vector unit busy, and bytes/s streamed through memory (counted as a kernel's bytes are: each
+// buffer once).
+struct DeviceLimits {
+  double flops = 0, bytes = 0;
+};
+
 // A compiled kernel, ready to launch on its buffers.
 class Program {
 public:
@@ -104,6 +112,10 @@ public:
   // Text the renderer puts, the same each time, before the kernels that need it (the C device's
   // math declarations and helper functions): DEBUG=3 prints each block once per process.
   virtual std::vector<std::string> preamble() const { return {}; }
+  // Times a compute-bound and a memory-bound kernel on `threads` threads (a CPU's cores) and
+  // returns the two ceilings; nullopt where the device has no probe. Slow (a fraction of a
+  // second): engine/roofline.h keeps the answer.
+  virtual std::optional<DeviceLimits> measure_limits(int threads) { return std::nullopt; }
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

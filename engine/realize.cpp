@@ -1,4 +1,5 @@
 #include "engine/realize.h"
+#include "engine/roofline.h"
 
 #include <cstdio>
 
@@ -45,14 +46,17 @@ void replay(const std::vector<ScheduleItem>& items,
   UOp::mutation_epoch()++;
 }
 
-// DEBUG=2: one line per kernel run.
+// DEBUG=2: one line per kernel run, with its share of the limit that binds it (engine/roofline.h)
+// where the device has measured limits.
 static void print_run(const KernelInfo& info, double s, int64_t count) {
   std::string opts;
   for (auto& o : info.opts)
     opts += " " + o;
-  std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s %s\n", info.device.c_str(),
-              static_cast<long long>(count), info.name.c_str(), shape_str(info.out_shape).c_str(), s * 1e3,
-              s > 0 ? info.flops / s * 1e-9 : 0.0, s > 0 ? info.bytes / s * 1e-9 : 0.0,
+  auto point = roofline_of(info, s, settings().threads);
+  std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s %-17s %s\n",
+              info.device.c_str(), static_cast<long long>(count), info.name.c_str(),
+              shape_str(info.out_shape).c_str(), s * 1e3, s > 0 ? info.flops / s * 1e-9 : 0.0,
+              s > 0 ? info.bytes / s * 1e-9 : 0.0, point ? share_text(*point).c_str() : "",
               opts.empty() ? " (no opts)" : opts.c_str());
 }
 

@@ -267,9 +267,10 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   std::vector<KernelRun> runs;
   try {
     items = create_schedule(outs, &views, why ? why : boundary::explicit_realize);
-    if (settings().viz) viz_record(outs, items);
     runs = run_schedule(items);
+    if (settings().viz) viz_record(outs, items, runs);
   } catch (...) {
+    if (settings().viz) viz_record(outs, items, {}); // the graphs of a realize that failed help most
     // a schedule that failed part way (a kernel on two devices), or kernels that did not run,
     // cached buffers that were never written: forget them
     UOp::mutation_epoch()++;

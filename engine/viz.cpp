@@ -19,6 +19,8 @@
 #include "engine/kernel_cache.h"
 #include "engine/pattern.h"
 #include "engine/realize.h"
+#include "engine/roofline.h"
+#include "engine/settings.h"
 
 namespace mg {
 namespace {
@@ -374,8 +376,25 @@ std::string steps_html(const RewriteTrace& tr) {
   return os.str();
 }
 
+// "ran in 1.234 ms: 80.1 GFLOPS, 2.3 GB/s, 63% of compute" for the k-th kernel, where it ran.
+std::string run_text(const std::vector<KernelRun>& runs, size_t k) {
+  if (k >= runs.size()) return "";
+  const KernelRun& r = runs[k];
+  double s = r.seconds;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "ran in %.3f ms: %.2f GFLOPS, %.2f GB/s", s * 1e3,
+                s > 0 ? static_cast<double>(r.info->flops) / s * 1e-9 : 0.0,
+                s > 0 ? static_cast<double>(r.info->bytes) / s * 1e-9 : 0.0);
+  std::string t = buf;
+  if (auto p = roofline_of(*r.info, s, settings().threads))
+    t += ", " + share_text(*p) + " (the roofline's bound)";
+  return t;
+}
+
+// `runs`: the kernels' times where they ran (VIZ=1), empty where they did not (:viz).
 std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,
-                              const std::string& group, const std::string& schedule_notes) {
+                              const std::vector<KernelRun>& runs, const std::string& group,
+                              const std::string& schedule_notes) {
   std::vector<Stage> st;
   std::string outs_text;
   for (auto& o : outs)
@@ -384,8 +403,10 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
                 outs_text, "", 0});
   std::string reasons = "<ol>";
   std::string sched_text;
-  for (auto& it : items) {
-    reasons += "<li>why a kernel: " + html_escape(it.reason) + "</li>";
+  for (size_t k = 0; k < items.size(); k++) {
+    const ScheduleItem& it = items[k];
+    std::string ran = run_text(runs, k);
+    reasons += "<li>why a kernel: " + html_escape(it.reason) + (ran.empty() ? "" : "; " + ran) + "</li>";
     sched_text += it.to_string();
   }
   reasons += "</ol>";
@@ -407,6 +428,7 @@ std::vector<Stage> stages_for(const std::vector<UOpRef>& outs, const std::vector
       size_t lines = 0;
       if (n == "ast") {
         what += std::string("; why a kernel: ") + item.reason, graph = graph_of({item.ast});
+        if (std::string ran = run_text(runs, k); !ran.empty()) what += "; " + ran;
       } else if (n == "opts") {
         what = text.substr(0, text.find('\n')), graph = graph_of({c.k.ast});
       } else if (n == "lowered") {
@@ -558,7 +580,7 @@ std::string render_stages(const std::vector<Stage>& st, size_t& index) {
 std::string viz_page(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,
                      const std::string& title) {
   size_t index = 0;
-  return page(title, render_stages(stages_for(outs, items, "graph", ""), index));
+  return page(title, render_stages(stages_for(outs, items, {}, "graph", ""), index));
 }
 
 std::string viz_write(const std::vector<UOpRef>& outs, const std::string& title) {
@@ -571,7 +593,7 @@ std::string viz_write(const std::vector<UOpRef>& outs, const std::string& title)
     notes = steps_html(tr);
   }
   size_t index = 0;
-  std::string body = render_stages(stages_for(outs, items, "graph", notes), index);
+  std::string body = render_stages(stages_for(outs, items, {}, "graph", notes), index);
   std::string path = (std::filesystem::temp_directory_path() /
                       ("moongrad-viz-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".html"))
                          .string();
@@ -579,7 +601,8 @@ std::string viz_write(const std::vector<UOpRef>& outs, const std::string& title)
   return path;
 }
 
-void viz_record(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items) {
+void viz_record(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,
+                const std::vector<KernelRun>& runs) {
   static std::string body, path;
   static size_t index = 0;
   static int realizes = 0;
@@ -592,7 +615,7 @@ void viz_record(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>
   }
   if (realizes > kVizMaxRealizes) return;
   try {
-    body += render_stages(stages_for(outs, items, "realize " + std::to_string(++realizes), ""), index);
+    body += render_stages(stages_for(outs, items, runs, "realize " + std::to_string(++realizes), ""), index);
     bool first = path.empty();
     if (first)
       path = (std::filesystem::temp_directory_path() / ("moongrad-viz-" + std::to_string(getpid()) + ".html"))

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/realize.h"
 #include "engine/schedule.h"
 #include "engine/uop.h"
 
@@ -30,6 +31,9 @@ std::string viz_write(const std::vector<UOpRef>& outs, const std::string& title)
 // VIZ=1: each realize is added to one page (the first kVizMaxRealizes of them), rewritten after
 // each; its path is printed the first time. Errors (no Graphviz) are printed once, never thrown.
 inline constexpr int kVizMaxRealizes = 20;
-void viz_record(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items);
+// `runs`: each kernel's time (run_schedule's answer), shown with its share of the machine's
+// limit (engine/roofline.h); empty where the kernels did not run.
+void viz_record(const std::vector<UOpRef>& outs, const std::vector<ScheduleItem>& items,
+                const std::vector<KernelRun>& runs);
 
 } // namespace mg

@@ -10,6 +10,8 @@
 #include "engine/device.h"
 #include "engine/inspect.h"
 #include "engine/realize.h"
+#include "engine/roofline.h"
+#include "engine/settings.h"
 #include "engine/viz.h"
 #include "interp/lua_state.h"
 
@@ -73,7 +75,9 @@ int show_clock(lua_State* L) {
 }
 
 // show.kernel_log(fn, ...): calls fn(...) and returns a list of the kernels it ran, each
-// {name, device, shape, seconds, flops, bytes, reason}, followed by fn's results.
+// {name, device, shape, seconds, flops, bytes, reason, cores}, and where the device has measured
+// limits (engine/roofline.h) share (of the limit that binds it) and bound ("compute" or
+// "memory"); followed by fn's results.
 int show_kernel_log(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 1;
@@ -104,6 +108,15 @@ int show_kernel_log(lua_State* L) {
     lua_setfield(L, -2, "bytes");
     lua_pushstring(L, items[i].reason);
     lua_setfield(L, -2, "reason");
+    int cores = kernel_cores(info, settings().threads);
+    lua_pushinteger(L, cores);
+    lua_setfield(L, -2, "cores");
+    if (auto p = roofline_of(info, s, settings().threads)) {
+      lua_pushnumber(L, p->share);
+      lua_setfield(L, -2, "share");
+      lua_pushstring(L, p->memory_bound ? "memory" : "compute");
+      lua_setfield(L, -2, "bound");
+    }
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   lua_insert(L, 1);
@@ -231,16 +244,36 @@ int show_viz_write(lua_State* L) {
   return 1;
 }
 
+// show.limits(device [, threads]): {flops =, bytes =, threads =, path =}: the device's roofline
+// ceilings in FLOP/s and bytes/s at `threads` threads (default: the MG_THREADS setting), measured
+// on first use and kept in `path`; nil where the device has none.
+int show_limits(lua_State* L) {
+  std::string device = luaL_checkstring(L, 1);
+  int threads = static_cast<int>(luaL_optinteger(L, 2, settings().threads));
+  if (threads < 1) luaL_argerror(L, 2, "threads must be at least 1");
+  auto l = device_limits(device, threads);
+  if (!l) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_createtable(L, 0, 4);
+  lua_pushnumber(L, l->flops);
+  lua_setfield(L, -2, "flops");
+  lua_pushnumber(L, l->bytes);
+  lua_setfield(L, -2, "bytes");
+  lua_pushinteger(L, threads);
+  lua_setfield(L, -2, "threads");
+  lua_pushstring(L, roofline_cache_path().c_str());
+  lua_setfield(L, -2, "path");
+  return 1;
+}
+
 const Binding kShowFns[] = {
-    {"show.render", show_render},
-    {"show.beam_cache", show_beam_cache},
-    {"show.kernel_stages", show_kernel_stages},
-    {"show.try_opts", show_try_opts},
-    {"show.typeof", show_typeof},
-    {"show.fields", show_fields},
-    {"show.clock", show_clock},
-    {"show.kernel_log", show_kernel_log},
-    {"show.viz_write", show_viz_write},
+    {"show.limits", show_limits},         {"show.render", show_render},
+    {"show.beam_cache", show_beam_cache}, {"show.kernel_stages", show_kernel_stages},
+    {"show.try_opts", show_try_opts},     {"show.typeof", show_typeof},
+    {"show.fields", show_fields},         {"show.clock", show_clock},
+    {"show.kernel_log", show_kernel_log}, {"show.viz_write", show_viz_write},
 };
 
 } // namespace

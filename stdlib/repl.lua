@@ -48,6 +48,8 @@ function M.translate(line)
     return ("show.src(%s)"):format(expr())
   elseif cmd == "schedule" or cmd == "kernels" or cmd == "opts" then
     return ("show.%s(%s)"):format(cmd, expr())
+  elseif cmd == "roofline" then -- :roofline alone prints the limits
+    return ("show.roofline(%s)"):format(rest == "" and "nil" or rest)
   elseif cmd == "viz" then
     return ("show.viz(%s, %q)"):format(expr(), rest)
   elseif cmd == "ir" then

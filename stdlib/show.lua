@@ -200,18 +200,122 @@ end
 
 local function rate(n, s) return s > 0 and n / s * 1e-9 or 0 end
 
--- Runs (realizes) v and lists every kernel it ran with its time, GFLOPS and GB/s.
--- Returns the list of kernels ({name, device, shape, seconds, flops, bytes}).
+-- "63% of compute": a kernel's share of the limit that binds it, "" where its device has none.
+local function share_text(k)
+  return k.share and ("%.0f%% of %s"):format(k.share * 100, k.bound) or ""
+end
+
+-- Runs (realizes) v and lists every kernel it ran with its time, GFLOPS, GB/s and share of the
+-- machine's limit (engine/roofline.h). Returns the list of kernels (show.kernel_log's entries).
 function show.kernels(v)
   local log = show.kernel_log(evaluate, v)
-  print(("%3s  %-26s %-14s %10s %9s %9s"):format("#", "kernel", "out shape", "ms", "GFLOPS", "GB/s"))
+  print(("%3s  %-26s %-14s %10s %9s %9s  %s"):format("#", "kernel", "out shape", "ms", "GFLOPS", "GB/s", "of the limit"))
   local total = 0
   for i, k in ipairs(log) do
     total = total + k.seconds
-    print(("%3d  %-26s %-14s %10.3f %9.2f %9.2f"):format(i, k.name, "(" .. table.concat(k.shape, ", ") .. ")",
-      k.seconds * 1e3, rate(k.flops, k.seconds), rate(k.bytes, k.seconds)))
+    print(("%3d  %-26s %-14s %10.3f %9.2f %9.2f  %s"):format(i, k.name, "(" .. table.concat(k.shape, ", ") .. ")",
+      k.seconds * 1e3, rate(k.flops, k.seconds), rate(k.bytes, k.seconds), share_text(k)))
   end
   print(("%s, %.3f ms in kernels"):format(plural(#log, "kernel"), total * 1e3))
+  return log
+end
+
+-- ---------------------------------------------------------------- the roofline
+
+local function limits_line(dev, l)
+  return ("%s at %s: %.1f GFLOPS peak (vector FMAs), %.1f GB/s memory (a triad); the ridge at %.1f FLOPs per byte")
+    :format(dev, plural(l.threads, "thread"), l.flops * 1e-9, l.bytes * 1e-9, l.flops / l.bytes)
+end
+
+-- The mark of the i-th kernel on the plot: 1-9, then a-z, then *.
+local function mark(i)
+  if i <= 9 then return tostring(i) end
+  if i <= 35 then return string.char(96 + i - 9) end
+  return "*"
+end
+
+-- A log-log plot, `width` x `height` characters: the roof min(peak, intensity x bandwidth) and
+-- each kernel at (its FLOPs per byte, its FLOP/s). Returns the lines.
+local function plot_roofline(l, log, width, height)
+  local lx0, lx1 = math.huge, -math.huge
+  local ridge = l.flops / l.bytes
+  local lo_y = math.huge
+  for _, k in ipairs(log) do
+    if k.flops > 0 and k.bytes > 0 and k.seconds > 0 then
+      local x = k.flops / k.bytes
+      lx0, lx1 = math.min(lx0, math.log(x, 10)), math.max(lx1, math.log(x, 10))
+      lo_y = math.min(lo_y, k.flops / k.seconds)
+    end
+  end
+  lx0 = math.floor(math.min(lx0, math.log(ridge, 10)) - 0.5)
+  lx1 = math.ceil(math.max(lx1, math.log(ridge, 10)) + 0.5)
+  local ly1 = math.log(l.flops * 1.2, 10)
+  local ly0 = math.floor(math.log(math.min(lo_y, 10 ^ lx0 * l.bytes), 10))
+  local grid = {}
+  for r = 1, height do grid[r] = {} for c = 1, width do grid[r][c] = " " end end
+  local function row_of(y) return height - math.floor((math.log(y, 10) - ly0) / (ly1 - ly0) * height) end
+  local function col_of(x) return math.floor((math.log(x, 10) - lx0) / (lx1 - lx0) * width) + 1 end
+  for c = 1, width do
+    local x = 10 ^ (lx0 + (c - 0.5) / width * (lx1 - lx0))
+    local y = math.min(l.flops, x * l.bytes)
+    local r = row_of(y)
+    if r >= 1 and r <= height then grid[r][c] = y >= l.flops and "=" or "/" end
+  end
+  for i, k in ipairs(log) do
+    if k.flops > 0 and k.bytes > 0 and k.seconds > 0 then
+      local r, c = row_of(k.flops / k.seconds), col_of(k.flops / k.bytes)
+      r, c = math.max(1, math.min(height, r)), math.max(1, math.min(width, c))
+      grid[r][c] = mark(i)
+    end
+  end
+  local lines = { "  GFLOPS" }
+  for r = 1, height do
+    local label = ""
+    if r == 1 or r % 4 == 0 or r == height then
+      label = ("%.3g"):format(10 ^ (ly0 + (height - r + 1) / height * (ly1 - ly0)) * 1e-9)
+    end
+    lines[#lines + 1] = ("%8s |%s"):format(label, table.concat(grid[r]))
+  end
+  lines[#lines + 1] = ("%8s +%s"):format("", ("-"):rep(width))
+  local axis = (" "):rep(width + 10)
+  for e = lx0, lx1 do
+    local c = math.floor((e - lx0) / (lx1 - lx0) * (width - 1)) + 10
+    local t = ("%g"):format(10 ^ e)
+    axis = axis:sub(1, c) .. t .. axis:sub(c + #t + 1)
+  end
+  lines[#lines + 1] = axis:gsub("%s+$", "") .. "  FLOPs per byte"
+  return lines
+end
+
+-- :roofline EXPR: realizes EXPR and plots its kernels against the machine's two limits, with
+-- each kernel's share of the one that binds it. :roofline alone prints the limits.
+-- Returns the kernel log.
+function show.roofline(v)
+  local dev = Device.DEFAULT
+  if v == nil then
+    local l = show.limits(dev)
+    if not l then print(dev .. " has no measured limits (the host CPU devices CPU and LLVM do)") return end
+    if l.threads > 1 then print(limits_line(dev, show.limits(dev, 1))) end
+    print(limits_line(dev, l))
+    print("kept in " .. l.path .. " (delete it to measure again)")
+    return
+  end
+  local log = show.kernel_log(evaluate, v)
+  if #log == 0 then print("no kernels ran (already realized?)") return log end
+  dev = log[1].device
+  local l = show.limits(dev)
+  if not l then
+    print(dev .. " has no measured limits (the host CPU devices CPU and LLVM do); :kernels lists the kernels")
+    return log
+  end
+  print(limits_line(dev, l))
+  for _, line in ipairs(plot_roofline(l, log, 64, 16)) do print(line) end
+  print(("%3s  %-26s %9s %9s %8s %9s  %s"):format("", "kernel", "ms", "GFLOPS", "GB/s", "FLOP/B", "of the limit"))
+  for i, k in ipairs(log) do
+    print(("%3s  %-26s %9.3f %9.2f %8.2f %9.2f  %s%s"):format(mark(i), k.name, k.seconds * 1e3, rate(k.flops, k.seconds),
+      rate(k.bytes, k.seconds), k.bytes > 0 and k.flops / k.bytes or 0, share_text(k),
+      (k.flops == 0 and " (no FLOPs: not on the plot)" or "") .. (k.cores < l.threads and " (1 core)" or "")))
+  end
   return log
 end
 

@@ -138,10 +138,7 @@ const Dialect& c_dialect() {
       // gathers (a 5x5 convolution with 8-wide rows ran 10x slower). The CPU device reads this
       // line as a flag.
       if (tile_row_width(linear, accumulators) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
-      // The vector unit the opts were sized for, no wider: under MG_VECTOR_WIDTH=8 on an AVX-512
-      // CPU, clang would otherwise still use 32 registers and so hide a tile that spills on AVX2.
-      if (machine().simd.float_lanes < 16) os << kCompileFlagTag << "-mno-avx512f\n";
-      if (machine().simd.float_lanes < 8) os << kCompileFlagTag << "-mno-avx\n";
+      os << c_profile_flags();
       bool bf16 = false; // in a value or a buffer (DEFINE_GLOBAL has the element dtype)
       for (auto& u : linear)
         bf16 |= u->dtype == DType::BFloat16;
@@ -171,6 +168,15 @@ const Dialect& c_dialect() {
 }
 
 std::vector<std::string> c_preamble() { return {kPrelude, kBf16, kExp2, kLog2}; }
+
+// The vector unit the opts were sized for, no wider: under MG_VECTOR_WIDTH=8 on an AVX-512 CPU,
+// clang would otherwise still use 32 registers and so hide a tile that spills on AVX2.
+std::string c_profile_flags() {
+  std::string flags;
+  if (machine().simd.float_lanes < 16) flags += std::string(kCompileFlagTag) + "-mno-avx512f\n";
+  if (machine().simd.float_lanes < 8) flags += std::string(kCompileFlagTag) + "-mno-avx\n";
+  return flags;
+}
 
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
   return render_cstyle(c_dialect(), fn, linear, parallel);

@@ -10,6 +10,9 @@ namespace mg {
 // A source line starting with this passes the rest of the line to the compiler as one flag.
 inline constexpr const char* kCompileFlagTag = "//!flag ";
 
+// The flag lines that hold the compiler to the vector profile (machine().simd) the opts were sized
+// for: every C kernel starts with them, and so does the roofline's probe.
+std::string c_profile_flags();
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
 // The blocks render_c puts before a kernel's function, each as it appears in the source.
 std::vector<std::string> c_preamble();

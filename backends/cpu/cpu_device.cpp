@@ -21,6 +21,7 @@
 
 #include "backends/cpu/c_renderer.h"
 #include "backends/cpu/clang_jit.h"
+#include "backends/cpu/limits_probe.h"
 #include "backends/cpu/llvm_renderer.h"
 #include "engine/device.h"
 #include "engine/digest.h"
@@ -191,6 +192,8 @@ public:
   std::vector<std::string> preamble() const override {
     return lang_.preamble ? lang_.preamble() : std::vector<std::string>{};
   }
+  // The host's limits, whichever language the kernels are written in: the probes are C.
+  std::optional<DeviceLimits> measure_limits(int threads) override { return measure_host_limits(threads); }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.
