@@ -1,5 +1,6 @@
 -- The kernels of one training step of scripts/04_mnist.lua's CNN at batch 512, each with its time,
--- GFLOPS and GB/s, the costliest first: where the step spends. A plain step, not under
+-- GFLOPS, GB/s and share of the machine's limit (the roofline), the costliest first: where the
+-- step spends, and how far each kernel is from what the machine can do. A plain step, not under
 -- TinyJit (whose replays print no per-kernel lines); the fourth step, after compiles and warm-up.
 --   MG_THREADS=1 build/moongrad bench/mnist_kernels.lua [N]   (N: how many kernels to list, 20)
 local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/mnist_model.lua")
@@ -25,7 +26,8 @@ table.sort(log, function(a, b) return a.seconds > b.seconds end)
 print(("one step: %d kernels, %.1f ms in them; the costliest:"):format(#log, total * 1e3))
 for i = 1, math.min(tonumber(arg[1]) or 20, #log) do
   local k = log[i]
-  print(("  %-30s %-26s %8.2f ms %5.1f%% %7.1f GFLOPS %6.1f GB/s"):format(k.name,
+  print(("  %-30s %-26s %8.2f ms %5.1f%% %7.1f GFLOPS %6.1f GB/s  %s"):format(k.name,
     "(" .. table.concat(k.shape, ", ") .. ")", k.seconds * 1e3, 100 * k.seconds / total,
-    k.flops / k.seconds * 1e-9, k.bytes / k.seconds * 1e-9))
+    k.flops / k.seconds * 1e-9, k.bytes / k.seconds * 1e-9,
+    k.share and ("%3.0f%% of %s"):format(100 * k.share, k.bound) or ""))
 end
