@@ -300,3 +300,36 @@ TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
     check_close(r.values, want);
   }
 }
+
+TEST_CASE("hand-coded opts: a sum reading a value repeated along its inner loop is unrolled by a multiple of "
+          "the repeat, values right") {
+  settings().device = "CPU";
+  // a (4, 6, 24) input times a (4, 6, 12) one brought to 24 along the last dim (x / 2, as a
+  // 2x pool's gradient), summed over all but the middle dim
+  const int A = 4, C = 6, W = 24;
+  std::vector<double> a = counting(A * C * W, 0.25), b = counting(A * C * W / 2, 0.5);
+  Tensor ta = Tensor::from_data(a, {A, C, W}, DType::Float32);
+  Tensor tb = Tensor::from_data(b, {A, C, W / 2}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  Tensor up = tb.reshape({A, C, W / 2, 1}).expand({A, C, W / 2, 2}).reshape({A, C, W});
+  std::vector<double> want(C, 0.0);
+  for (int c = 0; c < C; c++) {
+    float acc = 0;
+    for (int i = 0; i < A; i++)
+      for (int x = 0; x < W; x++)
+        acc +=
+            static_cast<float>(a[(i * C + c) * W + x]) * static_cast<float>(b[(i * C + c) * (W / 2) + x / 2]);
+    want[c] = acc;
+  }
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(ta.mul(up).sum(std::vector<int64_t>{0, 2}));
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    // 24 splits by 8 under both profiles (16 does not divide it); a plain view would stay one loop
+    CHECK(has_opt(r.opts, OptOp::UNROLL, 8));
+    check_close(r.values, want);
+  }
+  ScopedMachine scoped(profile(16));
+  Ran plain = lower_and_run(ta.mul(ta).sum(std::vector<int64_t>{0, 2}));
+  CHECK(plain.opts.empty());
+}
