@@ -333,3 +333,33 @@ TEST_CASE("hand-coded opts: a sum reading a value repeated along its inner loop 
   Ran plain = lower_and_run(ta.mul(ta).sum(std::vector<int64_t>{0, 2}));
   CHECK(plain.opts.empty());
 }
+
+TEST_CASE(
+    "hand-coded opts: a sum of windows padded along a short inner loop upcasts it whole, values right") {
+  settings().device = "CPU";
+  // the fold of a conv's input gradient in one dim: three 8-wide slices, each padded into place
+  // on a 10-wide row and summed; a single padded copy keeps its loop
+  const int R = 20, O = 8, K = 3;
+  std::vector<double> a = counting(R * K * O, 0.25);
+  Tensor ta = Tensor::from_data(a, {R, K, O}, DType::Float32);
+  Tensor::realize_all({&ta});
+  std::optional<Tensor> sum;
+  std::vector<double> want(R * (O + K - 1), 0.0);
+  for (int k = 0; k < K; k++) {
+    Tensor part = ta.shrink({{0, R}, {k, k + 1}, {0, O}}).reshape({R, O}).pad({{0, 0}, {k, K - 1 - k}});
+    sum = sum ? sum->add(part) : part;
+    for (int r = 0; r < R; r++)
+      for (int o = 0; o < O; o++)
+        want[r * (O + K - 1) + o + k] += static_cast<float>(a[(r * K + k) * O + o]);
+  }
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(*sum);
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    CHECK(has_opt(r.opts, OptOp::UPCAST, O + K - 1));
+    check_close(r.values, want);
+    Ran copy =
+        lower_and_run(ta.shrink({{0, R}, {0, 1}, {0, O}}).reshape({R, O}).pad({{0, 0}, {1, 1}}).contiguous());
+    CHECK_FALSE(has_opt(copy.opts, OptOp::UPCAST, O + 2));
+  }
+}

@@ -253,6 +253,24 @@ bool split_repeated_loads(CpuKernel& k, const Machine& m) {
   return false;
 }
 
+// A kernel with no reduce whose innermost loop is short (up to two vectors) and sums several
+// loads padded along it: that loop is upcast whole, so each copy's bounds test is a constant
+// that folds away, where in the loop every lane tested every load. Measured on the fold of a 5x5
+// conv's input gradient (25 padded windows summed onto 12x12 pixels): 46 -> 10.8 ms with 16
+// lanes (whose strided-copy rule had split the channels by 4), 25.8 -> 11.2 ms with 8. Not a
+// plain padded copy: a 16-wide one ran 1.3 -> 12 ms upcast.
+bool upcast_masked_row(CpuKernel& k, const Machine& m) {
+  size_t d = k.dims() - 1;
+  if (k.dims() == 0 || k.ks.full[d] < 2 || k.ks.full[d] > 2 * m.simd.float_lanes) return false;
+  int masked = 0;
+  for (auto& e : k.sts) {
+    if (!k.full_load(e)) continue;
+    const std::optional<Mask>& mask = e.second.views.back().mask;
+    masked += mask && ((*mask)[d].first > 0 || (*mask)[d].second < k.ks.full[d]);
+  }
+  return masked >= 2 && k.split(d, k.ks.full[d]);
+}
+
 // The row: the innermost broadcast dim (not one that breaks_stream), whole when it is over half
 // a vector and fits two (a 24- or 26-wide image row on AVX-512; a 12-wide one: the input
 // gradient of a 5x5 conv onto 12x12 ran 140 -> 98 ms as 12 x 8 channels, against 4x4x4), else
@@ -432,7 +450,7 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   const Machine& m = machine();
   CpuKernel k{ks, sts, loaded, {}};
   if (!k.has_reduce()) {
-    upcast_strided_copy(k, m);
+    if (!upcast_masked_row(k, m)) upcast_strided_copy(k, m);
     return k.applied;
   }
   Tile t = tile_row(k);
