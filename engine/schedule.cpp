@@ -160,6 +160,68 @@ ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<
   return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, boundary::assign_copy};
 }
 
+// `ast` with DEFINE_GLOBAL `from` made 0 (loads from the output buffer) and those above it
+// numbered one lower.
+UOpRef merge_into_output(const UOpRef& u, int64_t from, std::unordered_map<const UOp*, UOpRef>& memo) {
+  if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
+  UOpRef r = u;
+  if (u->op == Ops::DEFINE_GLOBAL) {
+    int64_t i = std::get<int64_t>(u->arg);
+    if (i >= from) r = UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, i == from ? int64_t(0) : i - 1);
+  } else {
+    for (auto& s : u->src)
+      merge_into_output(s, from, memo);
+    r = with_sources(u, memo);
+  }
+  memo[u.get()] = r;
+  return r;
+}
+
+// An assign's value is computed into a fresh buffer and copied into the target after every
+// kernel (copy_item), so that all readers of the old contents run first. Where the assign's own
+// kernel reads the target only at the element it writes (an optimizer's m = b1*m + (1-b1)*g) and
+// no later kernel reads the target, the kernel writes the target directly instead, as tinygrad
+// does: no copy, no second buffer. Returns whether it did (items rewritten).
+bool write_in_place(std::vector<ScheduleItem>& items, const std::shared_ptr<Buffer>& target,
+                    const std::shared_ptr<Buffer>& fresh) {
+  size_t k = items.size();
+  for (size_t i = 0; i < items.size(); i++)
+    if (items[i].bufs[0] == fresh) k = i;
+  if (k == items.size()) return false;
+  for (size_t i = 0; i < items.size(); i++) {
+    if (i == k) continue;
+    auto& b = items[i].bufs;
+    if (b[0] == target || (i > k && std::find(b.begin() + 1, b.end(), target) != b.end())) return false;
+  }
+  ScheduleItem& item = items[k];
+  int64_t gi = -1;
+  for (size_t i = 1; i < item.bufs.size(); i++)
+    if (item.bufs[i] == target) {
+      if (gi >= 0) return false;
+      gi = static_cast<int64_t>(i);
+    }
+  const UOp* store = item.ast->src.size() == 1 ? item.ast->src[0].get() : nullptr;
+  if (!store || store->op != Ops::STORE) return false;
+  if (gi >= 0) {
+    const UOp* view = store->src[1].get();
+    bool same_place = true;
+    for (const UOp* n : toposort(item.ast.get()))
+      if (n->op == Ops::LOAD && n->src[0]->op == Ops::DEFINE_GLOBAL &&
+          std::get<int64_t>(n->src[0]->arg) == gi)
+        same_place &=
+            n->src[1].get() == view || (n->src[1]->op == view->op && arg_equal(n->src[1]->arg, view->arg));
+    if (!same_place) return false;
+    std::unordered_map<const UOp*, UOpRef> memo;
+    item.ast = merge_into_output(item.ast, gi, memo);
+    item.bufs.erase(item.bufs.begin() + gi);
+  }
+  item.reason = boundary::assign_in_place;
+  for (auto& it : items)
+    for (auto& b : it.bufs)
+      if (b == fresh) b = target;
+  return true;
+}
+
 // An expression with each bound Variable replaced by the Variable itself, its value recorded in
 // `vals` (by name).
 UOpRef unbind_expr(const UOpRef& e, std::map<std::string, std::pair<UOpRef, int64_t>>& vals) {
@@ -590,7 +652,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     }
   }
   for (auto& [to, from] : s.copies)
-    s.items.push_back(copy_item(to, from));
+    if (!write_in_place(s.items, to, from)) s.items.push_back(copy_item(to, from));
   if (commit) {
     // After an in-place write, values cached earlier may be stale: start a new epoch. The
     // outputs of this schedule stay cached, except those that read a buffer written here: they

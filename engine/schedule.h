@@ -19,6 +19,8 @@ namespace boundary {
 inline constexpr const char* output = "the graph's output";
 inline constexpr const char* explicit_realize = "explicit realize";
 inline constexpr const char* assign = "assign target";
+inline constexpr const char* assign_in_place = "assign target, written in place (its kernel reads the old "
+                                               "value only where it writes, and no later kernel reads it)";
 inline constexpr const char* assign_copy = "assign target: copied in after every reader of the old value";
 inline constexpr const char* contiguous = "contiguous";
 inline constexpr const char* reduce_into_reduce = "a reduce feeds a reduce over other axes";

@@ -92,14 +92,21 @@ print(("%-28s %s"):format("realize_all(s + 1, s * 2)", table.concat(reasons(log)
 lesson.same(reasons(log), { "used by two consumers that cannot share a loop", "explicit realize", "explicit realize" })
 assert(n == 3)
 
--- An in-place update: the new value is computed, then copied in after every reader of the old one.
+-- An in-place update. Where the kernel reads each old value only at the place it writes the new
+-- one, it writes the tensor directly; where it reads the old values elsewhere (a flip), the new
+-- value is computed apart, then copied in after every reader of the old one.
 local t = Tensor({ 1, 2, 3 })
 t:realize()
 t:assign(t * 10)
 local assign_reasons = reasons(t:schedule())
 print(("%-28s %s"):format("t:assign(t * 10)", table.concat(assign_reasons, "; ")))
-lesson.same(assign_reasons, { "assign target", "assign target: copied in after every reader of the old value" })
+lesson.same(assign_reasons, { "assign target, written in place (its kernel reads the old value only where it writes, and no later kernel reads it)" })
 lesson.same(t:tolist(), { 10, 20, 30 })
+t:assign(t:flip(0) + 1)
+assign_reasons = reasons(t:schedule())
+print(("%-28s %s"):format("t:assign(t:flip(0) + 1)", table.concat(assign_reasons, "; ")))
+lesson.same(assign_reasons, { "assign target", "assign target: copied in after every reader of the old value" })
+lesson.same(t:tolist(), { 31, 21, 11 })
 
 ------------------------------------------------------------------------------
 section("3. The IR of a 4x4 matmul at each stage (NOOPT=1: one output per loop iteration)")

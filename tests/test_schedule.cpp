@@ -303,7 +303,8 @@ TEST_CASE("each kernel says why it is a kernel", "[schedule][boundary]") {
   A ra, rb;
   Tensor a = realized({4, 5}, DType::Float32, rng, &ra);
   Tensor b = realized({5, 4}, DType::Float32, rng, &rb);
-  A row_sum({4}, std::vector<double>(4, 0)), col_sum({4}, std::vector<double>(4, 0)), row_max({4}, std::vector<double>(4, -1e30));
+  A row_sum({4}, std::vector<double>(4, 0)), col_sum({4}, std::vector<double>(4, 0)),
+      row_max({4}, std::vector<double>(4, -1e30));
   for (int64_t i = 0; i < 4; i++)
     for (int64_t j = 0; j < 5; j++) {
       row_sum.data[i] += static_cast<float>(ra.data[i * 5 + j]);
@@ -328,14 +329,40 @@ TEST_CASE("each kernel says why it is a kernel", "[schedule][boundary]") {
     CHECK(reasons(x.schedule()) == R{boundary::contiguous, boundary::output});
     check_values(x, map(ra, [](double v) { return (static_cast<float>(v) + 1) * 2; }), 1e-5, 1e-5);
   }
-  SECTION("assign target") {
+  SECTION("assign target: written in place where its kernel reads the old value only where it writes") {
     Tensor t = realized({4, 5}, DType::Float32, rng);
     std::vector<double> before = t.data();
     t.assign(t.add(sc(t, 1)));
-    CHECK(reasons(t.schedule()) == R{boundary::assign, boundary::assign_copy});
+    auto items = t.schedule();
+    CHECK(reasons(items) == R{boundary::assign_in_place});
+    REQUIRE(items.size() == 1);
+    CHECK(items[0].bufs.size() == 1); // the target is the output and the input
     std::vector<double> after = t.data();
     for (size_t i = 0; i < before.size(); i++)
       CHECK(after[i] == Approx(before[i] + 1).margin(1e-6));
+  }
+  SECTION("assign target: copied in where its kernel reads the old value elsewhere, or a later kernel does") {
+    Tensor t = realized({4, 5}, DType::Float32, rng);
+    std::vector<double> before = t.data();
+    t.assign(t.flip({0}).add(sc(t, 1))); // row r gets old row 3 - r
+    CHECK(reasons(t.schedule()) == R{boundary::assign, boundary::assign_copy});
+    std::vector<double> after = t.data();
+    for (int r = 0; r < 4; r++)
+      for (int c = 0; c < 5; c++)
+        CHECK(after[r * 5 + c] == Approx(before[(3 - r) * 5 + c] + 1).margin(1e-6));
+    // a sum of the old value realized with the update: whichever runs first, it sums the old value
+    Tensor u = realized({4, 5}, DType::Float32, rng);
+    std::vector<double> old = u.data();
+    Tensor total = u.sum();
+    u.assign(u.mul(sc(u, 2)));
+    Tensor::realize_all({&u, &total});
+    double want = 0;
+    for (double v : old)
+      want += static_cast<float>(v);
+    CHECK(total.item() == Approx(want).epsilon(1e-5));
+    std::vector<double> now = u.data();
+    for (size_t i = 0; i < old.size(); i++)
+      CHECK(now[i] == Approx(old[i] * 2).margin(1e-6));
   }
   SECTION("a reduce feeds a reduce over other axes") {
     Tensor x = a.sum(std::vector<int64_t>{1}).max();
@@ -395,7 +422,8 @@ TEST_CASE("each kernel says why it is a kernel", "[schedule][boundary]") {
   }
 }
 
-TEST_CASE("costly math broadcast into a matmul is computed once, in a kernel of its own", "[schedule][matmul]") {
+TEST_CASE("costly math broadcast into a matmul is computed once, in a kernel of its own",
+          "[schedule][matmul]") {
   std::mt19937 rng(305);
   A ra, rb;
   Tensor a = realized({8, 16}, DType::Float32, rng, &ra), b = realized({16, 64}, DType::Float32, rng, &rb);
