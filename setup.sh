@@ -16,7 +16,9 @@ PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-
           pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
           libvulkan-dev mesa-vulkan-drivers glslang-dev spirv-tools
           # VIZ: Graphviz lays out the graphs; headless Chromium checks the page in the tests
-          graphviz chromium)
+          graphviz chromium
+          # dist: several processes over MPI (interp/mgdist.cpp, a module moongrad loads under mpirun)
+          libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

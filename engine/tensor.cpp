@@ -1,6 +1,7 @@
 // Tensor creation, realizing and reading back.
 #include "engine/tensor.h"
 #include "engine/errors.h"
+#include "engine/rng.h"
 
 #include <chrono>
 #include <cmath>
@@ -208,6 +209,9 @@ Tensor Tensor::eye(int64_t n, DType dtype) {
   // ones in column 0 of an (n, n+1) grid, flattened: every (n+1)-th element is 1
   return full({n, 1}, 1, dtype).pad({{0, 0}, {0, n}}).flatten().shrink({{0, n * n}}).reshape({n, n});
 }
+
+RngState rng_state() { return {rng_seed, rng_counter}; }
+void set_rng_state(RngState s) { rng_seed = s.seed, rng_counter = s.counter; }
 
 void Tensor::manual_seed(uint64_t seed) {
   rng_seed = seed;

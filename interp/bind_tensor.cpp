@@ -7,8 +7,11 @@
 #include <optional>
 #include <string>
 
+#include "engine/device.h"
 #include "engine/errors.h"
+#include "engine/rng.h"
 #include "engine/schedule.h"
+#include "interp/host_memory.h"
 #include "interp/lua_state.h"
 
 namespace mg::lua {
@@ -225,6 +228,20 @@ int t_eye(lua_State* L) {
 
 int t_manual_seed(lua_State* L) {
   Tensor::manual_seed(static_cast<uint64_t>(luaL_checkinteger(L, 1)));
+  return 0;
+}
+
+// Tensor.get_rng_state() -> seed, counter; Tensor.set_rng_state(seed, counter): the random
+// generator's whole state, for checkpoints (as torch.get_rng_state).
+int t_get_rng_state(lua_State* L) {
+  RngState s = rng_state();
+  lua_pushinteger(L, static_cast<lua_Integer>(s.seed));
+  lua_pushinteger(L, static_cast<lua_Integer>(s.counter));
+  return 2;
+}
+int t_set_rng_state(lua_State* L) {
+  set_rng_state(
+      {static_cast<uint64_t>(luaL_checkinteger(L, 1)), static_cast<uint64_t>(luaL_checkinteger(L, 2))});
   return 0;
 }
 
@@ -742,6 +759,8 @@ const Binding kStatics[] = {
     {"Tensor.arange", t_arange},
     {"Tensor.eye", t_eye},
     {"Tensor.manual_seed", t_manual_seed},
+    {"Tensor.get_rng_state", t_get_rng_state},
+    {"Tensor.set_rng_state", t_set_rng_state},
     {"Tensor.realize_all", t_realize_all},
     {"Tensor.frombytes", t_frombytes},
     {"Tensor._alu", t_alu},
@@ -840,7 +859,21 @@ const Binding kCall{"Tensor", tensor_call};
 
 } // namespace
 
+// HostMemoryFn (interp/host_memory.h): a realized contiguous CPU tensor's memory.
+void* host_memory(lua_State* L, int idx, size_t* nbytes) {
+  Tensor& t = check_tensor(L, idx);
+  const UOp* u = t.uop->op == Ops::REALIZED ? t.uop->src[0].get() : t.uop.get();
+  if (u->op == Ops::RESHAPE) u = u->src[0].get();
+  if (u->op != Ops::BUFFER || u->buffer()->device != "CPU" ||
+      u->buffer()->size != static_cast<size_t>(t.numel()))
+    luaL_error(L, "expected a realized contiguous tensor on CPU");
+  *nbytes = u->buffer()->nbytes();
+  return u->buffer()->ptr();
+}
+
 void open_tensor(lua_State* L) {
+  lua_pushlightuserdata(L, reinterpret_cast<void*>(&host_memory));
+  lua_setfield(L, LUA_REGISTRYINDEX, kHostMemoryKey);
   // The Tensor table holds statics and methods, so Tensor.relu(x) == x:relu() and Lua code
   // can add methods to it (function Tensor.gelu(x) ... end) that tensors then have.
   lua_newtable(L);

@@ -2,6 +2,7 @@
 // Device, setdebug) and running chunks with clear error messages.
 #include "interp/lua_state.h"
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -453,10 +454,22 @@ void open_stdlib(lua_State* L) {
     lua_setfield(L, -2, "path");
     lua_pop(L, 1);
   }
+  // C modules built beside the executable, loaded only when required (mgdist.so: the MPI half of
+  // `dist`, so that moongrad itself needs no MPI library)
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/?.so;", exe.parent_path().c_str());
+    lua_getfield(L, -2, "cpath");
+    lua_concat(L, 2);
+    lua_setfield(L, -2, "cpath");
+    lua_pop(L, 1);
+  }
   // module -> the global it becomes ("" for modules that only add Tensor methods)
   const std::pair<const char*, const char*> globals[] = {
-      {"show", "show"},   {"tensor", ""},           {"nn", "nn"},       {"optim", "optim"},
-      {"state", "state"}, {"datasets", "datasets"}, {"jit", "TinyJit"}, {"onnx", "onnx"}};
+      {"show", "show"},         {"tensor", ""},     {"nn", "nn"},     {"optim", "optim"}, {"state", "state"},
+      {"datasets", "datasets"}, {"jit", "TinyJit"}, {"onnx", "onnx"}, {"dist", "dist"}};
   for (auto [mod, global] : globals) {
     lua_getglobal(L, "require");
     lua_pushstring(L, mod);

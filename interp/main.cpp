@@ -7,6 +7,7 @@
 
 #include "engine/device.h"
 #include "engine/settings.h"
+#include "interp/host_memory.h"
 #include "interp/lua_state.h"
 #include "interp/repl.h"
 
@@ -27,6 +28,12 @@ Environment: DEBUG=1..4, BEAM=N, NOOPT=1, DEV=CPU (live: :debug 3, Context({DEBU
 
 int report(const mg::lua::LuaState& lua) {
   std::fprintf(stderr, "moongrad: %s\n", lua.error().c_str());
+  // a module that leaves other processes waiting on this one (dist's MPI) stops them now
+  lua_State* L = lua.get();
+  if (lua_getfield(L, LUA_REGISTRYINDEX, mg::lua::kAtErrorKey) == LUA_TFUNCTION)
+    lua_pcall(L, 0, 0, 0);
+  else
+    lua_pop(L, 1);
   // The stack traceback helps with a long script but buries the message for a learner.
   if (mg::settings().debug >= 1 && !lua.traceback().empty())
     std::fprintf(stderr, "%s\n", lua.traceback().c_str());

@@ -126,8 +126,9 @@ function state.safe_save(sd, path, metadata)
   end
 end
 
--- Reads a safetensors file into {name = tensor}. Every offset and size is checked against
--- the file before any tensor is made: a damaged file is an error, never a wild read.
+-- Reads a safetensors file into {name = tensor}, and its __metadata__ strings as a second result.
+-- Every offset and size is checked against the file before any tensor is made: a damaged file is
+-- an error, never a wild read.
 function state.safe_load(path)
   local f, err = io.open(path, "rb")
   if not f then error("safe_load: " .. tostring(err), 2) end
@@ -167,7 +168,11 @@ function state.safe_load(path)
       out[name] = Tensor.frombytes(data, e.shape, dt, base + o[1], o[2] - o[1])
     end
   end
-  return out
+  local meta = {}
+  if type(header.__metadata__) == "table" then
+    for k, v in pairs(header.__metadata__) do meta[k] = tostring(v) end
+  end
+  return out, meta
 end
 
 -- Save and load a model directly.

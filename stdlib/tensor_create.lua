@@ -177,6 +177,9 @@ def("manual_seed", { "seed" }, function(seed)
   return C.manual_seed(seed)
 end)
 
+doc("get_rng_state", "the random generator's state: seed, counter (a checkpoint keeps them)")
+doc("set_rng_state", "set the random generator's state (seed, counter) that get_rng_state returned")
+
 doc("rand", "uniform random values in [0, 1) (seeded by manual_seed)")
 doc("randn", "standard normal random values")
 for _, name in ipairs({ "rand", "randn" }) do
