@@ -1,0 +1,42 @@
+-- The MNIST CNN's training step (scripts/mnist_model.lua, batch 512 in all) data parallel over
+-- the ranks: each rank takes 512 / world_size images, the gradients are averaged (dist's
+-- DataParallel), then Adam steps. Not under TinyJit: the all-reduce runs between backward and the
+-- step. Then the all-reduce of a 4 MiB float32 tensor. Rank 0 prints, for bench/dist.sh:
+--   D1 <ms> ms          median step (of 7, after 3 warm-up)
+--   A1 <GB/s> GB/s      dist.all_reduce of 4 MiB (bytes / time, median of 20)
+--   mpirun -np 2 -x MG_THREADS=1 build/moongrad bench/dist_step.lua     (or without mpirun)
+local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/mnist_model.lua")
+dist.init()
+Tensor.manual_seed(0)
+local model = mnist.model()
+local ddp = dist.DataParallel(model)
+local opt = optim.Adam(ddp.params, { lr = 1e-3 })
+Tensor.training = true
+local bs = 512 // dist.world_size
+local function median(t) table.sort(t); return t[(#t + 1) // 2] end
+local times = {}
+for i = 1, 10 do
+  local x = Tensor.rand(bs, 1, 28, 28):realize()
+  local y = (Tensor.rand(bs) * 10):cast("int32"):realize()
+  dist.barrier()
+  local t0 = show.clock()
+  local loss = ddp(x):sparse_categorical_crossentropy(y)
+  loss:backward()
+  ddp:sync()
+  opt:step(loss)
+  loss:item()
+  dist.barrier()
+  if i > 3 then times[#times + 1] = show.clock() - t0 end
+end
+local t = Tensor.rand(1 << 20):realize()
+local ar = {}
+for i = 1, 23 do
+  dist.barrier()
+  local t0 = show.clock()
+  dist.all_reduce(t):realize()
+  if i > 3 then ar[#ar + 1] = show.clock() - t0 end
+end
+if dist.rank == 0 then
+  print(("D1 %.3f ms"):format(median(times) * 1e3))
+  print(("A1 %.3f GB/s"):format(4 * (1 << 20) / median(ar) * 1e-9))
+end
