@@ -8,14 +8,18 @@ local is_tensor = args.is_tensor
 
 doc("clone", "a copy in a new buffer")
 def("clone", { "self" }, function(self) return self:contiguous() end)
--- A copy on another device (through host memory), or x itself when it is there already.
--- Gradients do not flow through the copy yet.
-doc("to", "x on device (only the default device exists for now)")
+-- A copy on another device (through host memory), or x itself when it is there already. The
+-- gradient flows back through the copy: the output's gradient, copied to x's device.
+local copy_grad -- registered once (Tensor._grad_fn keeps each function for good)
+doc("to", "x on device, a copy through host memory (gradients flow back through it)")
 def("to", { "self", "device" }, function(self, device)
   if type(device) ~= "string" then error("to: device must be a string", 0) end
   if device:upper() == self.device:upper() then return self end
   local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
-  return T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
+  local out = T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
+  if T.no_grad then return out end
+  copy_grad = copy_grad or T._grad_fn(function(g, x) return g:to(x.device) end)
+  return T._custom_grad(out, { self }, copy_grad)
 end)
 doc("to_", "move x to device in place (only the default device exists for now)")
 def("to_", { "self", "device" }, function(self, device)

@@ -139,4 +139,25 @@ test("VULKAN: int64 index math gives the CPU's values; a buffer past 2^31 elemen
     "VULKAN: indices past 2^31", "2147483712")
 end)
 
+test("gradients flow back through copies between devices", function()
+  for _, d in ipairs(names) do
+    if runs(d) and d ~= "CPU" then
+      -- loss = sum(3 * x^2) computed on d, read back on CPU: d loss / dx = 6x, on x's device
+      local x = Tensor({ 1.5, -2, 0.25 })
+      x.requires_grad = true
+      local y = x:to(d)
+      local loss = ((y * y) * 3):to("CPU"):sum()
+      loss:backward()
+      assert(x.grad.device == "CPU", d .. ": gradient on " .. x.grad.device)
+      same(x.grad:tolist(), { 9.0, -12.0, 1.5 }, 1e-5, d)
+      -- and the other way: a tensor made on d, used on the CPU
+      local z = Tensor({ 2.0, 4.0 }, { device = d })
+      z.requires_grad = true
+      (z:to("CPU") * Tensor({ 5.0, 7.0 })):sum():backward()
+      assert(z.grad.device == d, d .. ": gradient of z on " .. z.grad.device)
+      same(z.grad:to("CPU"):tolist(), { 5.0, 7.0 }, 1e-6, d)
+    end
+  end
+end)
+
 H.done()
