@@ -47,8 +47,17 @@ void Buffer::add_requires_grad(int delta) {
   grad_buffer_count() += (requires_grad_ > 0) - (before > 0);
 }
 
+namespace {
+// "CPU:0" is "CPU": each device's first instance goes by its plain name, so that tensors made on
+// "CPU" and on "CPU:0" meet in one kernel.
+std::string canonical(std::string name) {
+  if (name.size() > 2 && name.compare(name.size() - 2, 2, ":0") == 0) name.resize(name.size() - 2);
+  return name;
+}
+} // namespace
+
 Buffer::Buffer(std::string device, DType dtype, size_t size)
-    : device(std::move(device)), dtype(dtype), size(size), id_(next_buffer_id++) {}
+    : device(canonical(std::move(device))), dtype(dtype), size(size), id_(next_buffer_id++) {}
 
 Buffer::~Buffer() {
   if (requires_grad_ > 0) grad_buffer_count()--;
@@ -87,15 +96,22 @@ bool register_device(const std::string& name, DeviceFactory f) {
   return true;
 }
 
-Device& get_device(const std::string& name) {
+Device& get_device(const std::string& full) {
   auto& r = reg();
+  std::string name = canonical(full);
   if (auto it = r.live.find(name); it != r.live.end()) return *it->second;
   auto f = r.factories.find(name);
+  // "CPU:1", "CL:2": another instance of that device, with its own buffers and compiled kernels
+  if (size_t colon = name.rfind(':'); f == r.factories.end() && colon != std::string::npos &&
+                                      colon + 1 < name.size() &&
+                                      name.find_first_not_of("0123456789", colon + 1) == std::string::npos)
+    f = r.factories.find(name.substr(0, colon));
   if (f == r.factories.end()) {
     std::string known;
     for (auto& [k, v] : r.factories)
       known += (known.empty() ? "" : ", ") + k;
-    throw std::invalid_argument("unknown device '" + name + "' (known: " + known + ")");
+    throw std::invalid_argument("unknown device '" + full + "' (known: " + known +
+                                "; an index picks another instance: CPU:1)");
   }
   return *(r.live[name] = f->second());
 }

@@ -263,7 +263,22 @@ int t_realize_all(lua_State* L) {
 
 // ---------------------------------------------------------------- operators and elementwise
 
+// A table with a metafield __tensor_binop on either side (a sharded tensor, stdlib/multi.lua)
+// takes the operator: __tensor_binop(name, a, b), name as the binding reports it ("Tensor +").
+bool defer_binop(lua_State* L) {
+  for (int i : {1, 2}) {
+    if (lua_type(L, i) != LUA_TTABLE || luaL_getmetafield(L, i, "__tensor_binop") == LUA_TNIL) continue;
+    lua_pushstring(L, current_name(L));
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_call(L, 3, 1);
+    return true;
+  }
+  return false;
+}
+
 template <Tensor (Tensor::*M)(const Tensor&) const> int binop(lua_State* L) {
+  if (defer_binop(L)) return 1;
   if (Tensor* a = test_tensor(L, 1)) {
     Tensor b = operand(L, 2, *a);
     push_tensor(L, (a->*M)(b));

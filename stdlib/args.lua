@@ -23,7 +23,9 @@ function M.doc(name, text)
   M.docs[name] = text
 end
 
-function M.is_tensor(v) return show.typeof(v) == "Tensor" end
+-- A Tensor, or a tensor sharded over devices (stdlib/multi.lua sets is_sharded).
+M.is_sharded = function() return false end
+function M.is_tensor(v) return show.typeof(v) == "Tensor" or M.is_sharded(v) end
 
 -- The C++ bindings as they were before any Lua wrapped them (taken when this module loads,
 -- which stdlib/tensor.lua does first): wrappers call these, never themselves.
@@ -38,9 +40,14 @@ function M.sign(T, name, params)
   T[name] = M.wrap(name, params, f)
 end
 
+-- name -> true for the methods written in Lua over others (a sharded tensor runs them as they
+-- are, its pieces' own methods then doing the work: stdlib/multi.lua)
+M.composed = {}
+
 -- Defines T[name] = wrap(fn) and records its parameter names for :help.
 function M.def(T, name, params, fn)
   M.params[name] = params
+  M.composed[name] = debug.getinfo(fn, "S").what ~= "C"
   T[name] = M.wrap(name, params, fn)
   return T[name]
 end

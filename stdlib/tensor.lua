@@ -62,5 +62,6 @@ require "tensor_conv"     -- pooling and convolution
 require "tensor_layers"   -- linear, sequential, dropout, attention
 require "tensor_norm"     -- layernorm, batchnorm
 require "tensor_loss"     -- one_hot and the losses
+require "multi"           -- x:shard(devices, {axis=}): one tensor over several devices
 
 return T

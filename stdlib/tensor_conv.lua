@@ -325,6 +325,9 @@ def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "paddi
       error(("conv2d: input has %d channels, weight expects %d x %d groups"):format(cin_, cin, groups), 0)
     end
     if cout % groups ~= 0 then error(("conv2d: %d output channels do not split into %d groups"):format(cout, groups), 0) end
+    -- a sharded input: the weights copied to its devices once, so that the value and its custom
+    -- gradient below see the same copy on each device (stdlib/multi.lua)
+    if args.is_sharded(self) and not args.is_sharded(w) then w = w:shard(self.devices) end
     local pads = pool_pads("conv2d", padding, n)
     local rcout = cout // groups
     local xp = self:pad(pads)

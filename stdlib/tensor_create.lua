@@ -9,19 +9,24 @@ local function is_dtype(s)
   return type(s) == "string" and pcall(dtypes.itemsize, s)
 end
 
--- nil, or the name of a device that exists and runs here (any case), as the engine names it.
+-- nil, or the name of a device that exists and runs here (any case), as the engine names it; an
+-- index picks another instance of it ("CPU:1"; "CPU:0" is "CPU").
 local function check_device(name, device)
   if device == nil then return end
   if type(device) ~= "string" then error(("%s: device must be a string, got %s"):format(name, type(device)), 0) end
+  local base, index = device:match("^(.-):(%d+)$")
+  base = base or device
   local names, why = Device.names()
   for _, d in ipairs(names) do
-    if d:upper() == device:upper() then
+    if d:upper() == base:upper() then
       if why[d] then error(("%s: device %s cannot run here: %s"):format(name, d, why[d]), 0) end
-      return d
+      return (index and tonumber(index) > 0) and (d .. ":" .. tonumber(index)) or d
     end
   end
-  error(("%s: unknown device '%s' (known: %s)"):format(name, device, table.concat(names, ", ")), 0)
+  error(("%s: unknown device '%s' (known: %s; an index picks another instance: CPU:1)"):format(name, device,
+    table.concat(names, ", ")), 0)
 end
+T._check_device = check_device
 
 -- Runs a creation function with `device` as the default device, and realizes what it makes
 -- there (a lazy constant has no device until it is realized). The default comes back even when

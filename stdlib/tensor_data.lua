@@ -14,7 +14,8 @@ local copy_grad -- registered once (Tensor._grad_fn keeps each function for good
 doc("to", "x on device, a copy through host memory (gradients flow back through it)")
 def("to", { "self", "device" }, function(self, device)
   if type(device) ~= "string" then error("to: device must be a string", 0) end
-  if device:upper() == self.device:upper() then return self end
+  device = T._check_device("to", device)
+  if device == self.device then return self end
   local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
   local out = T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
   if T.no_grad then return out end

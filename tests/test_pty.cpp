@@ -109,7 +109,7 @@ TEST_CASE("TAB completes tensor methods after x: and x.") {
   t.type("sh\t(3,1)\r"); // one candidate left: completed to x:reshape
   REQUIRE(t.wait_for("shape=(3, 1)"));
   REQUIRE(t.wait_for("\r\nmg> "));
-  t.type("x.sha\t\r"); // a property
+  t.type("x.shap\t\r"); // a property
   REQUIRE(t.wait_for("{3}\r\nmg> "));
   t.type("Tens\t.ey\t(2):sum()\r"); // globals, then a table field
   REQUIRE(t.wait_for("Tensor(2., shape=()"));
