@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/codegen/pipeline.h"
+#include "engine/device.h"
 #include "engine/machine.h"
 #include "engine/realize.h"
 #include "engine/roofline.h"
@@ -88,19 +89,26 @@ TEST_CASE("measured limits: no matmul beats the peak, no large add beats the tri
   CHECK(l->flops >= 2.0 * machine().simd.float_lanes * 1e9);
   CHECK(l->bytes >= 1e9);
 
+  // The kernels against limits measured in turns with them (the best of three rounds each): the
+  // machine is shared, and a moment of load lowers a figure taken once (CI measured a triad of
+  // 17 GB/s beside an add at 31 while other work ran).
   Tensor a = Tensor::rand({512, 512}), b = Tensor::rand({512, 512});
-  Tensor::realize_all({&a, &b});
-  double mm = best_rate([&] { return a.matmul(b); }, 5, true);
-  INFO("matmul 512: " << mm * 1e-9 << " GFLOPS");
-  CHECK(mm > 0);
-  CHECK(mm <= 1.05 * l->flops);
-
   const int64_t n = std::max<int64_t>(2 * machine().l3.bytes, 32 << 20) / 4;
   Tensor x = Tensor::rand({n}), y = Tensor::rand({n});
-  Tensor::realize_all({&x, &y});
-  double add = best_rate([&] { return x.add(y); }, 4, false);
-  INFO("add of " << n << " floats: " << add * 1e-9 << " GB/s");
-  CHECK(add <= 1.3 * l->bytes);
+  Tensor::realize_all({&a, &b, &x, &y});
+  double mm = 0, add = 0, peak = l->flops, triad = l->bytes;
+  for (int round = 0; round < 3; round++) {
+    mm = std::max(mm, best_rate([&] { return a.matmul(b); }, 5, true));
+    add = std::max(add, best_rate([&] { return x.add(y); }, 4, false));
+    auto again = get_device("CPU").measure_limits(1);
+    REQUIRE(again);
+    peak = std::max(peak, again->flops), triad = std::max(triad, again->bytes);
+  }
+  INFO("best of the rounds: peak " << peak * 1e-9 << " GFLOPS, triad " << triad * 1e-9 << " GB/s; matmul 512 "
+                                   << mm * 1e-9 << " GFLOPS, add of " << n << " floats " << add * 1e-9 << " GB/s");
+  CHECK(mm > 0);
+  CHECK(mm <= 1.05 * peak);
+  CHECK(add <= 1.3 * triad);
 
   // the file holds one line: the key, the two limits as device_limits returned them, and a note
   std::ifstream f(dir / "moongrad" / "roofline.txt");
