@@ -145,4 +145,25 @@ test("huge shapes are errors, not wrapped sizes", function()
   H.errors(function() Tensor.zeros(1 << 31, 1 << 31) end, "too many elements")
 end)
 
+test("a realized constant is its own buffer: assigning to it leaves equal constants made later alone", function()
+  -- with a zeros(1) alive, zeros(1):realize() was cached on the shared constant node, zeros(2)
+  -- became a view of that buffer, and an in-place += 1 changed it (a batch norm's bias read the
+  -- other's num_batches_tracked)
+  local keep = Tensor.zeros(1)
+  local n = Tensor.zeros(1):realize()
+  local b = Tensor.zeros(2):realize()
+  n:assign(n + 1):realize()
+  H.same(b:tolist(), { 0.0, 0.0 })
+  H.same(n:tolist(), { 1.0 })
+  H.same(keep:tolist(), { 0.0 })
+  local bn1, bn2 = nn.BatchNorm(2), nn.BatchNorm(2)
+  Tensor.training = true
+  local o = optim.Adam(state.get_parameters(bn1), { lr = 0.1 })
+  bn1(Tensor.randn(4, 2, 3, 3)):sum():backward()
+  o:step()
+  Tensor.training = false
+  H.same(bn2.bias:tolist(), { 0.0, 0.0 })
+  H.same(bn2.num_batches_tracked:tolist(), { 0.0 })
+end)
+
 H.done()
