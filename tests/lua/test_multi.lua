@@ -62,6 +62,22 @@ test("gradients flow through the pieces and the copies to the tensor that was sh
   same(gx, xs.grad:tolist(), 1e-5)
 end)
 
+test("a tensor sharded over the CPU and CL (PoCL) where CL runs: values and gradients", function()
+  local _, why = Device.names()
+  if why.CL then
+    print("skipped: CL cannot run here: " .. why.CL)
+    return
+  end
+  local mixed = x:shard({ "CPU", "CL" }, { axis = 0 })
+  assert(mixed.pieces[2].device == "CL", mixed.pieces[2].device)
+  same((mixed * 2 + 1):relu():sum(1):to("CPU"):tolist(), (x * 2 + 1):relu():sum(1):tolist(), 1e-5)
+  same(mixed:sum(0):to("CPU"):tolist(), x:sum(0):tolist(), 1e-5)
+  local w = Tensor({ { 1.0 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 } })
+  w.requires_grad = true
+  mixed:matmul(w):sum():backward()
+  same(w.grad:flatten():tolist(), x:sum(0):tolist(), 1e-5) -- d sum(x @ w) / dw = the column sums
+end)
+
 test("the MNIST CNN trained on a batch sharded over CPU:0 and CPU:1 follows the one-device loss curve", function()
   local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../../scripts/mnist_model.lua")
   local X, Y = datasets.mnist_digits()
