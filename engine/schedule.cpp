@@ -287,7 +287,9 @@ struct Scheduler {
   // Outputs whose graph reads no buffer (a constant): realized, but not cached on their node,
   // which every equal constant shares (hash-consing). The tensor realized may be assigned in
   // place later; cached, Tensor.zeros(2) made afterwards was a view of Tensor.zeros(1):realize()'s
-  // buffer, and a second batch norm's bias read the first one's num_batches_tracked.
+  // buffer, and a second batch norm's bias read the first one's num_batches_tracked. Constants
+  // realized inside a schedule are not cached either (realize()): their buffer lives on one
+  // device, and the same constant in another device's graph would read it there.
   std::unordered_set<const UOp*> uncached;
 
   // Schedules `u` as a kernel (after its dependencies) and returns its buffer view; `why` is
@@ -532,7 +534,7 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
     copies.push_back({target, out});
     // done: from now on the node is the target buffer (another realize must not redo it)
     if (commit) u->pin_cached(buffer_view(target, u));
-  } else if (commit && !uncached.count(u.get()))
+  } else if (commit && !uncached.count(u.get()) && homed) // a constant (unhomed) is not cached
     u->set_cached(bv);
   return bv;
 }

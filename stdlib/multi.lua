@@ -12,6 +12,7 @@ local raw = {} -- the C++ bindings, before this module routes sharded arguments 
 for k, v in pairs(args.raw) do raw[k] = v end
 
 local MT = {}
+local all_reduce -- below
 local function is_multi(v) return getmetatable(v) == MT end
 local function is_tensor(v) return show.typeof(v) == "Tensor" end
 
@@ -154,6 +155,62 @@ local function axes(x, axis)
   return out
 end
 
+-- Combines one tensor per device (`op`: "add", "maximum", "minimum") so that every device holds
+-- the result. As tinygrad's ring: each tensor is cut into one chunk per device; in n - 1 steps each
+-- device passes a chunk to the next, which combines it with its own (reduce-scatter), then n - 1
+-- more steps pass the combined chunks round (all-gather). Each device sends 2 (n - 1) / n of the
+-- data instead of n - 1 times all of it. Tensors with fewer elements than devices go whole.
+all_reduce = function(parts, devices, op)
+  local n, numel = #parts, 1
+  for _, s in ipairs(parts[1].shape) do numel = numel * s end
+  if n == 1 then return parts end
+  if numel < n then
+    local out = {}
+    for i, d in ipairs(devices) do
+      local acc
+      for _, p in ipairs(parts) do
+        local q = p:to(d)
+        acc = acc and raw[op](acc, q) or q
+      end
+      out[i] = acc
+    end
+    return out
+  end
+  local shape = parts[1].shape
+  local bounds = {} -- chunk c is elements [bounds[c], bounds[c + 1]) of the flattened tensor
+  for c = 0, n do bounds[c + 1] = c * numel // n end
+  local chunks = {} -- chunks[i][c]: device i's chunk c
+  for i, p in ipairs(parts) do
+    local flat = raw.reshape(p, { numel })
+    chunks[i] = {}
+    for c = 1, n do chunks[i][c] = raw.shrink(flat, { { bounds[c], bounds[c + 1] } }) end
+  end
+  local function pass(combine_it, first_step)
+    for s = first_step, first_step + n - 2 do
+      local moved = {}
+      for i = 1, n do
+        local c, to = (i - s) % n + 1, i % n + 1
+        moved[to] = { c, chunks[i][c]:to(devices[to]) }
+      end
+      for to, m in pairs(moved) do
+        chunks[to][m[1]] = combine_it and raw[op](chunks[to][m[1]], m[2]) or m[2]
+      end
+    end
+  end
+  pass(true, 1)  -- reduce-scatter: device i ends with chunk i + 1 combined
+  pass(false, 0) -- all-gather
+  local out = {}
+  for i = 1, n do
+    local whole
+    for c = 1, n do
+      local placed = raw.pad(chunks[i][c], { { bounds[c], numel - bounds[c + 1] } }, 0)
+      whole = whole and raw.add(whole, placed) or placed
+    end
+    out[i] = raw.reshape(whole, shape)
+  end
+  return out
+end
+
 -- sum, max, min over axes that include the sharded one: each piece's, then combined across the
 -- devices on every device (the result is replicated)
 local combine = { sum = "add", max = "maximum", min = "minimum" }
@@ -181,16 +238,7 @@ local function reduce(name, x, axis, keepdim)
   if not combine[name] then error(name .. ": not over the sharded axis of a sharded tensor", 3) end
   local partial = {}
   for i, p in ipairs(x.pieces) do partial[i] = raw[name](p, axis, keepdim) end
-  local out = {}
-  for i, d in ipairs(x.devices) do
-    local acc
-    for _, p in ipairs(partial) do
-      local q = p:to(d)
-      acc = acc and raw[combine[name]](acc, q) or q
-    end
-    out[i] = acc
-  end
-  return new(out, x.devices, nil)
+  return new(all_reduce(partial, x.devices, combine[name]), x.devices, nil)
 end
 
 -- a shape or order given as a list or as separate numbers

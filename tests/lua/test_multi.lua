@@ -62,6 +62,49 @@ test("gradients flow through the pieces and the copies to the tensor that was sh
   same(gx, xs.grad:tolist(), 1e-5)
 end)
 
+test("three devices: the ring all-reduce leaves the whole sum on each, and gradients flow back through it", function()
+  local three = { "CPU", "CPU:1", "CPU:2" }
+  local v = (Tensor.arange(42):reshape(6, 7):cast("float32") - 20) / 8
+  local r = v:shard(three, { axis = 0 }):sum(0) -- 7 elements in 3 chunks of 2, 2 and 3
+  for i, p in ipairs(r.pieces) do
+    assert(p.device == (i == 1 and "CPU" or three[i]), "piece " .. i .. " on " .. p.device)
+    same(p:to("CPU"):tolist(), v:sum(0):tolist(), 1e-5, "device " .. three[i])
+  end
+  same(v:shard(three, { axis = 0 }):max(0):to("CPU"):tolist(), v:max(0):tolist())
+  local a = v:clone():realize()
+  a.requires_grad = true
+  local s = a:shard(three, { axis = 0 }):sum(0)
+  local sq = s * s
+  sq:sum():backward()
+  local got = a.grad:tolist()
+  a.grad = nil
+  local t = a:sum(0)
+  local tt = t * t
+  tt:sum():backward()
+  same(got, a.grad:tolist(), 1e-5)
+end)
+
+test("a constant realized on one device is not read on another (a batch norm step, then a mean)", function()
+  -- a constant's kernel (a count, a zero) was cached on its node, which every device's graph
+  -- shares: the next graph on the other device read it where it was
+  Tensor.training = true
+  local v = Tensor.rand(4, 2, 3, 3):realize()
+  v.requires_grad = true
+  local sharded = v:shard(devs, { axis = 0 })
+  nn.BatchNorm(2)(sharded):sum():backward()
+  local mean = sharded:mean({ 0, 2, 3 })
+  v.grad = nil
+  local sq = mean * mean
+  sq:sum():backward()
+  Tensor.training = false
+  local mine = v.grad:tolist()
+  v.grad = nil
+  local m1 = v:mean({ 0, 2, 3 })
+  local sq1 = m1 * m1
+  sq1:sum():backward()
+  same(mine, v.grad:tolist(), 1e-6)
+end)
+
 test("a tensor sharded over the CPU and CL (PoCL) where CL runs: values and gradients", function()
   local _, why = Device.names()
   if why.CL then
