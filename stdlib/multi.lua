@@ -1,8 +1,8 @@
 -- multi: one tensor split over several devices, as tinygrad's multi-device tensors
 -- (x:shard({"CPU:0", "CPU:1"}, {axis = 0})): a piece on each device, cut along `axis`, or the
 -- whole tensor on each where axis is nil (replicated). Ops run piece by piece, each on its own
--- device; a reduction over the cut axis reduces each piece and then adds the partial results
--- across the devices (an all-reduce through copies, so gradients flow back through it); a plain
+-- device; a reduction over the cut axis reduces each piece and then combines the partial results
+-- across the devices (a ring all-reduce through copies, so gradients flow back through it); a plain
 -- tensor meeting a sharded one is copied to every device, cut where it spans the cut axis.
 -- Methods written in Lua over others (conv2d, batchnorm, the losses) run unchanged on a sharded
 -- tensor: their inner calls reach the primitives below.
