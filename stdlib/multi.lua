@@ -384,6 +384,14 @@ local rules = {
     return map(raw.assign, { target, value, n = 2 })
   end,
   realize = function(x) raw.realize_all(x.pieces); return x end,
+  -- every piece's kernels, in device order (each item's buffers name their device)
+  schedule = function(x)
+    local items = {}
+    for _, p in ipairs(x.pieces) do
+      for _, it in ipairs(raw.schedule(p)) do items[#items + 1] = it end
+    end
+    return items
+  end,
   realize_all = function(...)
     local list, flat = list_of(...), {}
     for _, t in ipairs(list) do

@@ -4,7 +4,7 @@
 -- show.kernel_log and show.setting; this file builds the commands on them.
 local show = show
 
-local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local function is_tensor(v) return show.typeof(v) == "Tensor" or require("args").is_sharded(v) end
 local function plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
 
 -- The tensors in a value: a Tensor, or a table of them (what a function returned).
@@ -209,12 +209,14 @@ end
 -- machine's limit (engine/roofline.h). Returns the list of kernels (show.kernel_log's entries).
 function show.kernels(v)
   local log = show.kernel_log(evaluate, v)
-  print(("%3s  %-26s %-14s %10s %9s %9s  %s"):format("#", "kernel", "out shape", "ms", "GFLOPS", "GB/s", "of the limit"))
+  print(("%3s  %-7s %-26s %-14s %10s %9s %9s  %s"):format("#", "device", "kernel", "out shape", "ms", "GFLOPS", "GB/s",
+    "of the limit"))
   local total = 0
   for i, k in ipairs(log) do
     total = total + k.seconds
-    print(("%3d  %-26s %-14s %10.3f %9.2f %9.2f  %s"):format(i, k.name, "(" .. table.concat(k.shape, ", ") .. ")",
-      k.seconds * 1e3, rate(k.flops, k.seconds), rate(k.bytes, k.seconds), share_text(k)))
+    print(("%3d  %-7s %-26s %-14s %10.3f %9.2f %9.2f  %s"):format(i, k.device, k.name,
+      "(" .. table.concat(k.shape, ", ") .. ")", k.seconds * 1e3, rate(k.flops, k.seconds), rate(k.bytes, k.seconds),
+      share_text(k)))
   end
   print(("%s, %.3f ms in kernels"):format(plural(#log, "kernel"), total * 1e3))
   return log

@@ -19,6 +19,14 @@ test("shard: a piece per device, cut along the axis or whole; gathered back as i
   H.errors(function() Tensor.ones(3, 2):shard(devs, { axis = 0 }) end, "does not split into 2 devices")
 end)
 
+test(":schedule and :kernels name each piece's device", function()
+  local on = {}
+  for _, it in ipairs((m * 2):sum(1):schedule()) do on[it.bufs[1]:match("^<buf#%d+ (%S+)")] = true end
+  assert(on.CPU and on["CPU:1"], "kernels on both devices")
+  local log = show.kernel_log(function() return ((m * 3):sum(1)):realize() end)
+  assert(log[#log - 1].device == "CPU" and log[#log].device == "CPU:1", "devices in the kernel log")
+end)
+
 test("elementwise ops, with numbers, plain and replicated tensors, run per piece", function()
   local b = Tensor.arange(6):cast("float32")
   same(((m * 2 + 1):relu() - b):to("CPU"):tolist(), ((x * 2 + 1):relu() - b):tolist(), 1e-6)
