@@ -4,15 +4,17 @@
 --   mpirun --allow-run-as-root --oversubscribe -np 2 -x MG_THREADS=1 build/moongrad scripts/10_data_parallel.lua
 --   build/moongrad scripts/10_data_parallel.lua        one process: the same run, unsplit
 -- Options: --steps N (200), --bs N (the whole batch, split over the ranks; 128), --lr, --opt adam|sgd,
+--   --dtype float32|float64 (the model's),
 --   --seed, --save PATH (rank 0 writes the final weights),
 --   --checkpoint PATH --every N: rank 0 saves the weights, the optimizer, the step and the random
 --   state every N steps (written beside PATH and renamed: a kill leaves the last good one)
 --   --resume: continue from PATH
---   --check-steps K (50; 0: none): rank 0 also trains the same model in one process on the whole
---   batches for K steps and checks its weights agree within 1e-5 with the ranks' at step K. Not at
---   the end of a long run: float32 rounding differs between the two (a sum over 64 + 64 images is
---   not one over 128), and training amplifies it once a ReLU or a max-pool decides the other way
---   (measured: 7.6e-7 after 50 steps, 1.8e-5 after 100, 0.06 after 200).
+--   --check-steps K (float32: 50, float64: every step; 0: none): rank 0 also trains the same model
+--   in one process on the whole batches for K steps and checks its weights agree within 1e-5 with
+--   the ranks' at step K. In float32 not at the end of a long run: rounding differs between the two
+--   (a sum over 64 + 64 images is not one over 128), and training amplifies it once a ReLU or a
+--   max-pool decides the other way (measured: 7.6e-7 after 50 steps, 1.8e-5 after 100, 0.06 after
+--   200). --dtype float64 trains in float64, where the two agree to the end.
 -- At the end the ranks compare their weights: they must be equal.
 local lesson = require "lesson"
 dist.init()
@@ -21,7 +23,7 @@ local function say(...) if rank == 0 then print(...) end end
 local function section(s) if rank == 0 then lesson.section(s) end end
 
 local opts = { steps = 200, bs = 128, lr = 1e-3, opt = "adam", seed = 1, checkpoint = false, every = 50, resume = false,
-  check_steps = 50, save = false }
+  check_steps = false, save = false, dtype = "float32" }
 do
   local i = 1
   while i <= #arg do
@@ -33,10 +35,13 @@ do
       opts[k], i = tonumber(arg[i + 1]) or arg[i + 1], i + 2
     else
       error("unknown argument " .. arg[i] ..
-        " (--steps, --bs, --lr, --opt, --seed, --save PATH, --checkpoint PATH, --every N, --resume, --check-steps K)")
+        " (--steps, --bs, --lr, --opt, --dtype, --seed, --save PATH, --checkpoint PATH, --every N, --resume, --check-steps K)")
     end
   end
 end
+if opts.dtype ~= "float32" and opts.dtype ~= "float64" then error("--dtype is float32 or float64") end
+-- float32 drifts from one process after ~100 steps (above); float64 stays within 1e-5 to the end
+opts.check_steps = opts.check_steps or (opts.dtype == "float64" and opts.steps or 50)
 if opts.bs % world ~= 0 then error(("--bs %d does not split into %d ranks"):format(opts.bs, world)) end
 if opts.resume and not opts.checkpoint then error("--resume needs --checkpoint PATH") end
 
@@ -49,12 +54,22 @@ section("2. The model: convolutions without batch norm")
 -- would train another model than one process does (PyTorch needs SyncBatchNorm for that)
 local function make_model()
   Tensor.manual_seed(opts.seed)
-  return nn.Sequential {
+  local model = nn.Sequential {
     nn.Conv2d(1, 16, 5), Tensor.relu, Tensor.max_pool2d, -- 28 -> 24 -> 12
     nn.Conv2d(16, 32, 5), Tensor.relu, Tensor.max_pool2d, -- 12 -> 8 -> 4
     function(x) return x:flatten(1) end,
     nn.Linear(32 * 4 * 4, 10),
   }
+  if opts.dtype == "float64" then
+    for _, layer in ipairs(model) do
+      if type(layer) == "table" then
+        for _, k in ipairs({ "weight", "bias" }) do
+          if layer[k] then layer[k] = layer[k]:cast("float64"):realize():requires_grad_() end
+        end
+      end
+    end
+  end
+  return model
 end
 
 -- steps first..last of training on share `part` of `parts` of each batch; sync() between the
@@ -64,7 +79,9 @@ local function train(model, opt, part, parts, sync, sample, first, last, on_step
   local loss
   for step = first, last do
     local xb, yb = sample(opts.bs)
-    loss = model(xb[{ { lo, hi } }]):sparse_categorical_crossentropy(yb[{ { lo, hi } }])
+    xb = xb[{ { lo, hi } }]
+    if opts.dtype == "float64" then xb = xb:cast("float64") end
+    loss = model(xb):sparse_categorical_crossentropy(yb[{ { lo, hi } }])
     loss:backward()
     sync()
     opt:step(loss)
@@ -152,7 +169,7 @@ section("5. Test accuracy")
 local correct = 0
 for i = 0, Xt.shape[1] - 1, 1000 do
   local j = math.min(i + 1000, Xt.shape[1])
-  correct = correct + model(Xt[{ { i, j } }]):argmax(-1):eq(Yt[{ { i, j } }]):cast("int32"):sum():item()
+  correct = correct + model(Xt[{ { i, j } }]:cast(opts.dtype)):argmax(-1):eq(Yt[{ { i, j } }]):cast("int32"):sum():item()
 end
 say(("test accuracy: %.2f%%"):format(100 * correct / Xt.shape[1]))
 say("\nAll checks passed.")

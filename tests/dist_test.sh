@@ -16,10 +16,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 out=$(run2 "$here/lua/dist_ranks.lua") || fail "the collectives on 2 ranks:"$'\n'"$out"
 echo "$out" | sed -n '1,4p'
 
-# Project 10 on 2 ranks: the ranks end equal, and agree with one process within 1e-5 after 50 steps
+# Project 10 on 2 ranks: the ranks end equal, and agree with one process within 1e-5 after 50
+# steps in float32, and at the end of the run in float64
 out=$(run2 "$here/../scripts/10_data_parallel.lua") || fail "project 10 on 2 ranks:"$'\n'"$out"
 grep -q "All checks passed" <<<"$out" || fail "project 10 on 2 ranks:"$'\n'"$out"
 grep -E "differ by|test accuracy" <<<"$out"
+out=$(run2 "$here/../scripts/10_data_parallel.lua" --dtype float64 --steps 100) || fail "project 10 in float64:"$'\n'"$out"
+grep -q "after 100 steps, against one process" <<<"$out" || fail "project 10 in float64 checked no end of run:"$'\n'"$out"
+grep -E "differ by" <<<"$out"
 
 # one process without mpirun: world_size 1, collectives return their input
 out=$("$MG" -e 'dist.init(); assert(dist.rank == 0 and dist.world_size == 1)
