@@ -153,13 +153,47 @@ local function pool_setup(name, x, kernel_size, stride, dilation, padding)
   return k, s, d, pool_pads(name, padding, n), axes
 end
 
+-- max_pool2d's gradient where the windows tile the input (stride = kernel, no padding or
+-- dilation, the dims divisible): the output's gradient spread over each window's maxima (shared
+-- among ties, as the automatic gradient does) and stored once. The automatic gradient reaches the
+-- same values through the window views, recomputed inside every kernel that reads it: a batch
+-- norm's backward read it in five sums through x / 2 indices clang would not vectorize.
+local tiled_grads = {}
+local function tiled_pool_grad(k)
+  local key = table.concat(k, ",")
+  tiled_grads[key] = tiled_grads[key] or T._grad_fn(function(g, x)
+    local n, lead = #k, x.ndim - #k
+    local split, up, win = {}, {}, {}
+    for i = 1, lead do split[i], up[i] = x.shape[i], x.shape[i] end
+    for j = 1, n do
+      local o = x.shape[lead + j] // k[j]
+      split[#split + 1], split[#split + 2] = o, k[j]
+      up[#up + 1], up[#up + 2] = o, 1
+      win[#win + 1] = lead + 2 * j - 1
+    end
+    local xr = x:reshape(split)
+    local hit = xr:eq(xr:max(win, true))
+    local share = g:reshape(up) / hit:sum(win, true)
+    return hit:where(share, 0):reshape(x.shape):contiguous()
+  end)
+  return tiled_grads[key]
+end
+
 doc("max_pool2d", "max over each window of the last dims (kernel_size default 2x2, stride = kernel)")
 def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "ceil_mode", "return_indices" },
   function(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
     local k, s, d, pads, axes = pool_setup("max_pool2d", self, kernel_size, stride, dilation, padding)
     if ceil_mode then pads = ceil_pads(self, pads, k, s, d) end
     local pooled = self:pad(pads, nil, dtype_min(self.dtype)):_pool(k, s, d)
-    if not return_indices then return pooled:max(axes) end
+    if not return_indices then
+      local tiled = not T.no_grad and not args.is_sharded(self)
+      for j = 1, #k do
+        local p0, p1 = pair_of(pads, #k, j)
+        tiled = tiled and s[j] == k[j] and d[j] == 1 and p0 == 0 and p1 == 0 and self.shape[self.ndim - #k + j] % k[j] == 0
+      end
+      if tiled then return T._custom_grad(pooled:max(axes), { self }, tiled_pool_grad(k)) end
+      return pooled:max(axes)
+    end
     local spatial, sz = {}, 1
     for j = 1, #k do spatial[j] = self.shape[self.ndim - #k + j]; sz = sz * spatial[j] end
     local idx = T.arange(sz, 0, -1):reshape(spatial)
