@@ -29,5 +29,5 @@ for i = 1, math.min(tonumber(arg[1]) or 20, #log) do
   print(("  %-30s %-26s %8.2f ms %5.1f%% %7.1f GFLOPS %6.1f GB/s  %s"):format(k.name,
     "(" .. table.concat(k.shape, ", ") .. ")", k.seconds * 1e3, 100 * k.seconds / total,
     k.flops / k.seconds * 1e-9, k.bytes / k.seconds * 1e-9,
-    k.share and ("%3.0f%% of %s"):format(100 * k.share, k.bound) or ""))
+    k.limit or ""))
 end

@@ -284,13 +284,12 @@ struct Scheduler {
   // floating buffers its kernel reads, which move with it.
   std::unordered_map<const Buffer*, std::vector<Buffer*>> floating;
   void settle(Buffer* b, const std::string& device);
-  // Outputs whose graph reads no buffer (a constant): realized, but not cached on their node,
-  // which every equal constant shares (hash-consing). The tensor realized may be assigned in
-  // place later; cached, Tensor.zeros(2) made afterwards was a view of Tensor.zeros(1):realize()'s
-  // buffer, and a second batch norm's bias read the first one's num_batches_tracked. Constants
-  // realized inside a schedule are not cached either (realize()): their buffer lives on one
-  // device, and the same constant in another device's graph would read it there.
-  std::unordered_set<const UOp*> uncached;
+  // Nodes realized by a kernel that reads no buffer (a constant): not cached on the node, which
+  // every equal constant shares (hash-consing). Their buffer lives on one device, and the same
+  // constant in another device's graph read it there; and the tensor realized may be assigned in
+  // place later: cached, Tensor.zeros(2) made afterwards was a view of Tensor.zeros(1):realize()'s
+  // buffer, and a second batch norm's bias read the first one's num_batches_tracked.
+  std::unordered_set<const UOp*> constants;
 
   // Schedules `u` as a kernel (after its dependencies) and returns its buffer view; `why` is
   // one of boundary::*.
@@ -534,8 +533,11 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
     copies.push_back({target, out});
     // done: from now on the node is the target buffer (another realize must not redo it)
     if (commit) u->pin_cached(buffer_view(target, u));
-  } else if (commit && !uncached.count(u.get()) && homed) // a constant (unhomed) is not cached
+  } else if (commit && homed) {
     u->set_cached(bv);
+  } else if (commit) {
+    constants.insert(u.get());
+  }
   return bv;
 }
 
@@ -650,9 +652,6 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
       bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
     } else if (!is_buffer_view(u.get())) {
-      if (!reaches(
-              u.get(), [](const UOp* n) { return n->op == Ops::BUFFER; }, [](const UOp*) { return true; }))
-        s.uncached.insert(u.get());
       bv = s.realize(u, assign_target(u.get()) ? boundary::assign : why);
       if (auto target = assign_target(u.get()); target && u->src.size() != 3) bv = buffer_view(target, u);
     }
@@ -682,7 +681,7 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
             }))
           continue;
       }
-      if (s.uncached.count(f.resolved.get())) continue;
+      if (s.constants.count(f.resolved.get())) continue;
       if (f.out != f.view) f.out->set_cached(f.view);
       if (f.resolved != f.view) f.resolved->set_cached(f.view);
     }

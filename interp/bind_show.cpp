@@ -76,8 +76,8 @@ int show_clock(lua_State* L) {
 
 // show.kernel_log(fn, ...): calls fn(...) and returns a list of the kernels it ran, each
 // {name, device, shape, seconds, flops, bytes, reason, cores}, and where the device has measured
-// limits (engine/roofline.h) share (of the limit that binds it) and bound ("compute" or
-// "memory"); followed by fn's results.
+// limits (engine/roofline.h) share (of the limit that binds it), bound ("compute" or "memory")
+// and limit (the two as text: "63% of compute"); followed by fn's results.
 int show_kernel_log(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 1;
@@ -116,6 +116,8 @@ int show_kernel_log(lua_State* L) {
       lua_setfield(L, -2, "share");
       lua_pushstring(L, p->memory_bound ? "memory" : "compute");
       lua_setfield(L, -2, "bound");
+      lua_pushstring(L, share_text(*p).c_str());
+      lua_setfield(L, -2, "limit");
     }
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }

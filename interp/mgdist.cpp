@@ -4,6 +4,7 @@
 // collectives on MPI_COMM_WORLD and never keeps a pointer past a call.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>

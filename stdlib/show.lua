@@ -200,11 +200,6 @@ end
 
 local function rate(n, s) return s > 0 and n / s * 1e-9 or 0 end
 
--- "63% of compute": a kernel's share of the limit that binds it, "" where its device has none.
-local function share_text(k)
-  return k.share and ("%.0f%% of %s"):format(k.share * 100, k.bound) or ""
-end
-
 -- Runs (realizes) v and lists every kernel it ran with its time, GFLOPS, GB/s and share of the
 -- machine's limit (engine/roofline.h). Returns the list of kernels (show.kernel_log's entries).
 function show.kernels(v)
@@ -216,7 +211,7 @@ function show.kernels(v)
     total = total + k.seconds
     print(("%3d  %-7s %-26s %-14s %10.3f %9.2f %9.2f  %s"):format(i, k.device, k.name,
       "(" .. table.concat(k.shape, ", ") .. ")", k.seconds * 1e3, rate(k.flops, k.seconds), rate(k.bytes, k.seconds),
-      share_text(k)))
+      (k.limit or "")))
   end
   print(("%s, %.3f ms in kernels"):format(plural(#log, "kernel"), total * 1e3))
   return log
@@ -315,7 +310,7 @@ function show.roofline(v)
   print(("%3s  %-26s %9s %9s %8s %9s  %s"):format("", "kernel", "ms", "GFLOPS", "GB/s", "FLOP/B", "of the limit"))
   for i, k in ipairs(log) do
     print(("%3s  %-26s %9.3f %9.2f %8.2f %9.2f  %s%s"):format(mark(i), k.name, k.seconds * 1e3, rate(k.flops, k.seconds),
-      rate(k.bytes, k.seconds), k.bytes > 0 and k.flops / k.bytes or 0, share_text(k),
+      rate(k.bytes, k.seconds), k.bytes > 0 and k.flops / k.bytes or 0, (k.limit or ""),
       (k.flops == 0 and " (no FLOPs: not on the plot)" or "") .. (k.cores < l.threads and " (1 core)" or "")))
   end
   return log

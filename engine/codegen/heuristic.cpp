@@ -242,8 +242,9 @@ int64_t repeat_along(const CpuKernel& k, const ShapeTracker& st, size_t d) {
 // Not for elementwise kernels: the same split made MNIST's pool gradient itself 14 -> 26 ms.
 // Returns whether it split.
 bool split_repeated_loads(CpuKernel& k, const Machine& m) {
+  if (k.dims() == 0) return false;
   size_t d = k.dims() - 1;
-  if (k.dims() == 0 || k.ks.full[d] < 4) return false;
+  if (k.ks.full[d] < 4) return false;
   int64_t r = 1;
   for (auto& e : k.sts)
     if (k.full_load(e)) r = std::max(r, repeat_along(k, e.second, d));
@@ -260,8 +261,9 @@ bool split_repeated_loads(CpuKernel& k, const Machine& m) {
 // lanes (whose strided-copy rule had split the channels by 4), 25.8 -> 11.2 ms with 8. Not a
 // plain padded copy: a 16-wide one ran 1.3 -> 12 ms upcast.
 bool upcast_masked_row(CpuKernel& k, const Machine& m) {
+  if (k.dims() == 0) return false;
   size_t d = k.dims() - 1;
-  if (k.dims() == 0 || k.ks.full[d] < 2 || k.ks.full[d] > 2 * m.simd.float_lanes) return false;
+  if (k.ks.full[d] < 2 || k.ks.full[d] > 2 * m.simd.float_lanes) return false;
   int masked = 0;
   for (auto& e : k.sts) {
     if (!k.full_load(e)) continue;
