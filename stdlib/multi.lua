@@ -15,6 +15,11 @@ local MT = {}
 local all_reduce -- below
 local function is_multi(v) return getmetatable(v) == MT end
 local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local function numel(shape)
+  local n = 1
+  for _, v in ipairs(shape) do n = n * v end
+  return n
+end
 
 local function shape_of(pieces, axis)
   local s = table.move(pieces[1].shape, 1, #pieces[1].shape, 1, {})
@@ -161,10 +166,9 @@ end
 -- more steps pass the combined chunks round (all-gather). Each device sends 2 (n - 1) / n of the
 -- data instead of n - 1 times all of it. Tensors with fewer elements than devices go whole.
 all_reduce = function(parts, devices, op)
-  local n, numel = #parts, 1
-  for _, s in ipairs(parts[1].shape) do numel = numel * s end
+  local n, count = #parts, numel(parts[1].shape)
   if n == 1 then return parts end
-  if numel < n then
+  if count < n then
     local out = {}
     for i, d in ipairs(devices) do
       local acc
@@ -178,10 +182,10 @@ all_reduce = function(parts, devices, op)
   end
   local shape = parts[1].shape
   local bounds = {} -- chunk c is elements [bounds[c], bounds[c + 1]) of the flattened tensor
-  for c = 0, n do bounds[c + 1] = c * numel // n end
+  for c = 0, n do bounds[c + 1] = c * count // n end
   local chunks = {} -- chunks[i][c]: device i's chunk c
   for i, p in ipairs(parts) do
-    local flat = raw.reshape(p, { numel })
+    local flat = raw.reshape(p, { count })
     chunks[i] = {}
     for c = 1, n do chunks[i][c] = raw.shrink(flat, { { bounds[c], bounds[c + 1] } }) end
   end
@@ -203,7 +207,7 @@ all_reduce = function(parts, devices, op)
   for i = 1, n do
     local whole
     for c = 1, n do
-      local placed = raw.pad(chunks[i][c], { { bounds[c], numel - bounds[c + 1] } }, 0)
+      local placed = raw.pad(chunks[i][c], { { bounds[c], count - bounds[c + 1] } }, 0)
       whole = whole and raw.add(whole, placed) or placed
     end
     out[i] = raw.reshape(whole, shape)
@@ -254,8 +258,6 @@ local function local_shape(x, shape, axis)
   return s
 end
 
-local function rules_numel(x) local n = 1; for _, v in ipairs(x.shape) do n = n * v end; return n end
-
 -- The new position of the sharded axis after a reshape: where the elements before it still end,
 -- with the sharded dim itself unchanged; the pieces reshape to the new shape with their share
 local function reshape(x, ...)
@@ -267,7 +269,7 @@ local function reshape(x, ...)
     s[j] = v
     if v == -1 then infer = j else known = known * v end
   end
-  if infer then s[infer] = rules_numel(x) // known end
+  if infer then s[infer] = numel(x.shape) // known end
   local before = 1
   for j = 1, x.axis do before = before * x.shape[j] end
   local at, prod = nil, 1
@@ -376,7 +378,7 @@ local rules = {
     if x.axis ~= nil then error("backward: reduce a sharded tensor first (its pieces hold different values)", 3) end
     return raw.backward(x.pieces[1], g)
   end,
-  numel = function(x) local n = 1; for _, s in ipairs(x.shape) do n = n * s end; return n end,
+  numel = function(x) return numel(x.shape) end,
   -- a plain target takes a replicated value's piece on its device (or a sharded value gathered);
   -- a sharded target, piece by piece
   assign = function(target, value)

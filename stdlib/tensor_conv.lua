@@ -189,7 +189,8 @@ def("max_pool2d", { "self", "kernel_size", "stride", "dilation", "padding", "cei
       local tiled = not T.no_grad and not args.is_sharded(self)
       for j = 1, #k do
         local p0, p1 = pair_of(pads, #k, j)
-        tiled = tiled and s[j] == k[j] and d[j] == 1 and p0 == 0 and p1 == 0 and self.shape[self.ndim - #k + j] % k[j] == 0
+        tiled = tiled and s[j] == k[j] and d[j] == 1 and p0 == 0 and p1 == 0 and
+            self.shape[self.ndim - #k + j] % k[j] == 0
       end
       if tiled then return T._custom_grad(pooled:max(axes), { self }, tiled_pool_grad(k)) end
       return pooled:max(axes)
@@ -244,12 +245,6 @@ def("max_unpool2d", { "self", "indices", "kernel_size", "stride", "dilation", "p
     return r:reshape(bs, c, table.unpack(out))
   end)
 
--- conv2d's gradients, written out (Tensor._custom_grad). The input's: one transposed
--- convolution of the output's gradient, where the windows' own gradient folds each window back
--- onto the input through div/mod index math, several times slower. One registered function per
--- option set (the registry is never emptied, and there are few distinct sets).
-local grad_fns = {}
-
 -- The input's gradient as a matmul and a fold, where the transposed convolution would spend most
 -- of its multiplies on the zeros around a small output (a 5x5 kernel over an 8x8 output: 12x12
 -- pixels of 16x16 padded windows, 44% of them inside): the weights times the output's gradient
@@ -295,6 +290,12 @@ local function fold_grad(g, w, groups, s, d, op)
   return dx:contiguous()
 end
 
+-- conv2d's gradients, written out (Tensor._custom_grad). The input's: fold_grad above where it
+-- applies, else one transposed convolution of the output's gradient, where the windows' own
+-- gradient (the automatic one) folds each window back
+-- onto the input through div/mod index math, several times slower. One registered function per
+-- option set (the registry is never emptied, and there are few distinct sets).
+local grad_fns = {}
 local function conv_grads(groups, s, d, pads)
   local key = table.concat({ groups, table.concat(s, ","), table.concat(d, ","), table.concat(pads, ",") }, ";")
   if grad_fns[key] then return grad_fns[key] end

@@ -1,6 +1,15 @@
 -- Tiny test harness shared by tests/lua/*.lua: load with dofile(arg[0]:match("^(.*/)") .. "harness.lua").
 local H = { failed = 0, passed = 0 }
 
+-- The interpreter running the test: the lowest negative index of arg (arg[0] is the script), for
+-- tests that start moongrad again; and a value quoted for the shell.
+H.exe = (function()
+  local i = -1
+  while arg[i - 1] do i = i - 1 end
+  return arg[i]
+end)()
+function H.sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
 -- Runs one named test; a failing assert is reported and counted, the other tests still run.
 function H.test(name, fn)
   local ok, err = pcall(fn)

@@ -2,12 +2,7 @@
 local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
 local test = H.test
 
--- The interpreter running this script: the lowest negative index of arg (arg[0] is the script).
-local i = -1
-while arg[i - 1] do i = i - 1 end
-local exe = arg[i]
-
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local exe, sh_quote = H.exe, H.sh_quote
 
 -- Runs a shell command line; returns its output (stdout and stderr) and exit code.
 local function run(cmdline)

@@ -3,9 +3,7 @@
 -- Deterministic: the lines come from a fixed seed.
 local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
 
-local i = -1
-while arg[i - 1] do i = i - 1 end
-local exe = arg[i]
+local exe = H.exe
 
 math.randomseed(20261122)
 local R = math.random

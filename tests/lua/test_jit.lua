@@ -107,12 +107,10 @@ test("inputs passed in swapped order are swapped", function()
 end)
 
 test("data made on the host inside a captured call is reported (replays reuse it)", function()
-  local i = -1
-  while arg[i - 1] do i = i - 1 end
   local code = "Tensor.training = true; local f = TinyJit(function(x) return x:dropout(0.5):sum() end); " ..
       "for _ = 1, 3 do f(Tensor.ones(64)) end; " ..
       "local g = TinyJit(function(x) return (x * 2):sum() end); for _ = 1, 3 do g(Tensor.ones(64)) end"
-  local p = io.popen(arg[i] .. " -e '" .. code .. "' 2>&1")
+  local p = io.popen(H.exe .. " -e '" .. code .. "' 2>&1")
   local out = p:read("a")
   p:close()
   local _, n = out:gsub("TinyJit warning", "")

@@ -6,11 +6,9 @@ local test = H.test
 local repl = require "repl"
 local help = require "help"
 
-local i = -1
-while arg[i - 1] do i = i - 1 end
-local exe = arg[i]
+local exe = H.exe
 
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local sh_quote = H.sh_quote
 
 -- Pipes `lines` into a fresh moongrad; returns stdout, stderr and the exit code.
 local function session(lines)

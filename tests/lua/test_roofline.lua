@@ -3,10 +3,7 @@
 local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
 local test = H.test
 
-local i = -1
-while arg[i - 1] do i = i - 1 end
-local exe = arg[i]
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local exe, sh_quote = H.exe, H.sh_quote
 local function run(env, code)
   local p = assert(io.popen(("env -u DEBUG %s %s -e %s 2>&1"):format(env, sh_quote(exe), sh_quote(code))))
   local out = p:read("a")

@@ -214,9 +214,7 @@ end)
 test("a missing data set names the set-up command", function()
   local old = os.getenv("MG_FASHION_DIR")
   -- run in a child so the environment variable applies
-  local i = -1
-  while arg[i - 1] do i = i - 1 end
-  local p = io.popen("MG_DATA_DIR=/nonexistent " .. arg[i] .. " -e 'datasets.mnist_digits()' 2>&1")
+  local p = io.popen("MG_DATA_DIR=/nonexistent " .. H.exe .. " -e 'datasets.mnist_digits()' 2>&1")
   local out = p:read("a")
   p:close()
   assert(out:find("./setup.sh", 1, true) and out:find("MNIST digits", 1, true), out)

@@ -379,10 +379,7 @@ end
 
 -- ---------------------------------------------------------------- the parent: run the children
 
-local i = -1
-while arg[i - 1] do i = i - 1 end
-local exe = arg[i]
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local exe, sh_quote = H.exe, H.sh_quote
 
 local calls = build_calls()
 local SHARDS = tonumber(os.getenv("SWEEP_SHARDS") or "") or 2
