@@ -271,7 +271,7 @@ void open_counters(lua_State* L) {
   lua_setglobal(L, "GlobalCounters");
 }
 
-// Context({DEBUG=3, BEAM=2, NOOPT=1, VIZ=1, DEV="CPU"}, fn): settings for the duration of fn only.
+// Context({DEBUG=3, BEAM=2, NOOPT=1, VIZ=1, WINO=0, DEV="CPU"}, fn): settings for the duration of fn only.
 int setting_int(lua_State* L, const char* key, int v) {
   if (lua_isboolean(L, v)) return lua_toboolean(L, v);
   int ok = 0;
@@ -290,13 +290,15 @@ void apply_setting(lua_State* L, Settings& s, const char* key, int v) {
     s.noopt = setting_int(L, key, v) != 0;
   else if (k == "VIZ")
     s.viz = setting_int(L, key, v) != 0;
+  else if (k == "WINO")
+    s.wino = setting_int(L, key, v) != 0;
   else if (k == "DEV" || k == "DEVICE") {
     if (lua_type(L, v) != LUA_TSTRING) luaL_error(L, "Context: %s must be a device name", key);
     std::string d = lua_tostring(L, v);
     check_runnable(d); // throws for unknown devices (naming the known ones) and ones that cannot run
     s.device = d;
   } else
-    luaL_error(L, "Context: unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, DEV)", key);
+    luaL_error(L, "Context: unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, WINO, DEV)", key);
 }
 
 int context(lua_State* L) {
@@ -318,7 +320,7 @@ int context(lua_State* L) {
   return lua_gettop(L) - 1;
 }
 
-// show.setting(NAME [, value]): reads, or sets then reads, DEBUG, BEAM, NOOPT, VIZ or DEV.
+// show.setting(NAME [, value]): reads, or sets then reads, DEBUG, BEAM, NOOPT, VIZ, WINO or DEV.
 int show_setting(lua_State* L) {
   std::string k = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) apply_setting(L, settings(), k.c_str(), 2);
@@ -331,10 +333,12 @@ int show_setting(lua_State* L) {
     lua_pushinteger(L, s.noopt ? 1 : 0);
   else if (k == "VIZ")
     lua_pushinteger(L, s.viz ? 1 : 0);
+  else if (k == "WINO")
+    lua_pushinteger(L, s.wino ? 1 : 0);
   else if (k == "DEV" || k == "DEVICE")
     lua_pushstring(L, s.device.c_str());
   else
-    luaL_error(L, "unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, DEV)", k.c_str());
+    luaL_error(L, "unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, WINO, DEV)", k.c_str());
   return 1;
 }
 

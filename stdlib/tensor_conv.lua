@@ -5,6 +5,7 @@ local T, C = Tensor, args.raw
 local def = function(name, params, fn) return args.def(T, name, params, fn) end
 local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
+local winograd = require "winograd"
 
 local function tuple(name, v, n)
   if type(v) == "table" then
@@ -364,6 +365,10 @@ def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "paddi
     -- gradient below see the same copy on each device (stdlib/multi.lua)
     if args.is_sharded(self) and not args.is_sharded(w) then w = w:shard(self.devices) end
     local pads = pool_pads("conv2d", padding, n)
+    if winograd.applies(self, w, groups, stride, dilation, dtype) then
+      local ret = winograd.conv2d(self, w, { pads[3], pads[4], pads[1], pads[2] })
+      return b and ret + b:reshape(1, cout, 1, 1) or ret
+    end
     local rcout = cout // groups
     local xp = self:pad(pads)
     -- zeros written once: a padded view read in the conv's inner loop tests every load against

@@ -653,6 +653,20 @@ def add_cases():
        [R(2, 16, 9), R(3, 16, 3)], atol=1e-5)
   case("conv2d_relu_nchw_permuted", "a:permute(0, 3, 1, 2):conv2d(b):relu()", lambda x, w: F.conv2d(x.permute(0, 3, 1, 2), w).relu(),
        [R(1, 5, 5, 2), R(2, 2, 2, 2)], atol=1e-5)
+  # at least 16 channels in and out: Winograd's F(4x4, 3x3) (stdlib/winograd.lua), its values and
+  # both gradients; outputs that are no multiple of the 4x4 tile, padding on every side, none, or
+  # uneven. tinygrad's own conv tests allow atol 1e-4.
+  case("conv2d_winograd_pad_bias", "a:conv2d(b, c, {padding=1})", lambda x, w, b: F.conv2d(x, w, b, padding=1),
+       [R(1, 16, 9, 11), R(16, 16, 3, 3), R(16)], atol=1e-4)
+  case("conv2d_winograd_no_pad", "a:conv2d(b)", lambda x, w: F.conv2d(x, w),
+       [R(1, 16, 8, 8), R(17, 16, 3, 3)], atol=1e-4)
+  case("conv2d_winograd_asym_pad", "a:conv2d(b, nil, {padding={1, 0, 2, 1}})", lambda x, w: F.conv2d(F.pad(x, (1, 0, 2, 1)), w),
+       [R(1, 16, 6, 7), R(20, 16, 3, 3)], atol=1e-4)
+  # two in a row: the input's gradient went through both transforms twice, with a float32 error
+  # of about 1e-6 of the largest value (the direct convolution's: 1e-7); values here reach the hundreds
+  case("conv2d_winograd_relu_chain", "a:conv2d(b, nil, {padding=1}):relu():conv2d(c)",
+       lambda x, w, v: F.conv2d(F.conv2d(x, w, padding=1).relu(), v),
+       [R(1, 16, 8, 8), R(16, 16, 3, 3), R(16, 16, 3, 3)], atol=1e-3, gatol=1e-3)
   case("conv_transpose2d", "a:conv_transpose2d(b)", lambda x, w: F.conv_transpose2d(x, w), [R(1, 2, 3, 3), R(2, 3, 2, 2)], atol=1e-5)
   case("conv_transpose2d_bias_stride", "a:conv_transpose2d(b, c, {stride=2})", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2),
        [R(1, 2, 3, 3), R(2, 2, 3, 3), R(2)], atol=1e-5)

@@ -1,0 +1,130 @@
+-- 3x3 convolutions as Winograd's F(4x4, 3x3) (stdlib/winograd.lua) against the direct
+-- convolution (WINO=0), and the heuristic rule that makes its transforms fast: a stack's joined
+-- dim upcast whole (engine/codegen/heuristic.cpp, upcast_joined_dims). PyTorch's values for the
+-- same path are in test_torch_refs (the conv2d_winograd cases).
+local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
+local test = H.test
+Tensor.manual_seed(11)
+
+local function max_abs(t) return t:abs():max():item() end
+
+-- value, input gradient and weight gradient of x:conv2d(w, b, opts), weighted by a fixed gy
+local function conv_and_grads(wino, x, w, b, opts, gy)
+  return Context({ WINO = wino }, function()
+    local xi, wi = x:detach():requires_grad_(), w:detach():requires_grad_()
+    local y = xi:conv2d(wi, b, opts)
+    local gx, gw = table.unpack((y * gy):sum():gradient(xi, wi))
+    Tensor.realize_all { y, gx, gw }
+    return { y, gx, gw }
+  end)
+end
+
+local function schedule_names(t)
+  local names = {}
+  for _, it in ipairs(t:schedule()) do names[#names + 1] = it.name end
+  return table.concat(names, " ")
+end
+
+local cases = {
+  { "no padding, 4x4 tiles exactly", { 2, 16, 10, 10 }, 16, nil },
+  { "padding 1, a ragged last tile", { 1, 16, 9, 11 }, 24, { padding = 1 } },
+  { "uneven padding", { 2, 20, 6, 7 }, 16, { padding = { 1, 0, 2, 1 } } },
+  { "a bias", { 1, 16, 5, 5 }, 17, { padding = 1 }, true },
+}
+
+test("float64: the same values and gradients as the direct convolution, to rounding", function()
+  for _, c in ipairs(cases) do
+    local name, shape, cout, opts, bias = table.unpack(c)
+    local x = Tensor.randn(shape, { dtype = "float64" }):realize()
+    local w = Tensor.randn(cout, shape[2], 3, 3, { dtype = "float64" }):realize()
+    local b = bias and Tensor.randn(cout, { dtype = "float64" }):realize() or nil
+    local ref = Context({ WINO = 0 }, function() return x:conv2d(w, b, opts) end)
+    local gy = Tensor.randn(ref.shape, { dtype = "float64" }):realize()
+    local want = conv_and_grads(0, x, w, b, opts, gy)
+    local got = conv_and_grads(1, x, w, b, opts, gy)
+    for k, what in ipairs({ "value", "input gradient", "weight gradient" }) do
+      local err = max_abs(got[k] - want[k]) / max_abs(want[k])
+      assert(err < 1e-12, ("%s: %s differs by %.3g of its largest value"):format(name, what, err))
+    end
+  end
+end)
+
+test("float32: within 1e-5 of the largest value (the transforms' rounding)", function()
+  for _, c in ipairs(cases) do
+    local name, shape, cout, opts = table.unpack(c)
+    local x = Tensor.randn(shape):realize()
+    local w = Tensor.randn(cout, shape[2], 3, 3):realize()
+    local gy = Tensor.randn(Context({ WINO = 0 }, function() return x:conv2d(w, nil, opts) end).shape):realize()
+    local want = conv_and_grads(0, x:cast("float64"), w:cast("float64"), nil, opts, gy:cast("float64"))
+    local got = conv_and_grads(1, x, w, nil, opts, gy)
+    for k, what in ipairs({ "value", "input gradient", "weight gradient" }) do
+      local err = max_abs(got[k]:cast("float64") - want[k]) / max_abs(want[k])
+      assert(err < 1e-5, ("%s: %s differs by %.3g of its largest value"):format(name, what, err))
+    end
+  end
+end)
+
+test("which convolutions take the path: 3x3, stride 1, one group, 16+ channels, float32/64", function()
+  local x, w = Tensor.randn(1, 16, 8, 8), Tensor.randn(16, 16, 3, 3)
+  local function winograd(t) return schedule_names(t):find("r_36_", 1, true) ~= nil end
+  assert(winograd(x:conv2d(w)), "a 16 -> 16 channel 3x3 conv: the 36 matmuls")
+  assert(not Context({ WINO = 0 }, function() return winograd(x:conv2d(w)) end), "WINO=0: direct")
+  assert(not winograd(x:conv2d(w, nil, { stride = 2 })), "stride 2: direct")
+  assert(not winograd(x:conv2d(w, nil, { dilation = 2 })), "dilation 2: direct")
+  assert(not winograd(Tensor.randn(1, 8, 8, 8):conv2d(Tensor.randn(16, 8, 3, 3))), "8 channels in: direct")
+  assert(not winograd(x:conv2d(Tensor.randn(16, 16, 5, 5))), "a 5x5 window: direct")
+  assert(not winograd(x:cast("float16"):conv2d(w:cast("float16"))), "float16: direct")
+  assert(not winograd(Tensor.randn(1, 32, 8, 8):conv2d(Tensor.randn(32, 16, 3, 3), nil, { groups = 2 })),
+    "two groups: direct")
+  assert(show.setting("WINO") == 1, "WINO is on by default")
+end)
+
+test("a stack of six pieces is upcast whole along the stacked dim, values against Lua", function()
+  local a = Tensor.randn(5, 16):realize()
+  local st = Tensor.stack({ a + 1, a * 2, a - 3, a * a, a / 2, -a }, 0)
+  local items = st:schedule()
+  local opts = table.concat(items[#items].opts, " ")
+  assert(opts:find("UPCAST(0, 6)", 1, true), "the stacked dim upcast whole, got: " .. opts)
+  local av, got = a:tolist(), st:tolist()
+  local fs = { function(v) return v + 1 end, function(v) return v * 2 end, function(v) return v - 3 end,
+    function(v) return v * v end, function(v) return v / 2 end, function(v) return -v end }
+  for p = 1, 6 do
+    for i = 1, 5 do
+      for j = 1, 16 do
+        local want = fs[p](av[i][j])
+        assert(math.abs(got[p][i][j] - want) <= 1e-6 * (1 + math.abs(want)), ("piece %d at (%d, %d)"):format(p, i, j))
+      end
+    end
+  end
+  -- two pieces only: a plain cat keeps its loop (the rule wants at least four)
+  local two = Tensor.cat({ a:reshape(1, 5, 16), (a * 2):reshape(1, 5, 16) }, 0):schedule()
+  assert(not table.concat(two[#two].opts, " "):find("UPCAST(0, 2)", 1, true), "a two-piece cat is not upcast")
+end)
+
+test("training through it: a 3x3 conv net's loss falls as with the direct convolution", function()
+  local function run(wino)
+    Tensor.manual_seed(4)
+    local w1, w2 = (Tensor.randn(16, 3, 3, 3) * 0.2):realize(), (Tensor.randn(16, 16, 3, 3) * 0.1):realize()
+    local x, target = Tensor.randn(4, 3, 8, 8):realize(), Tensor.randn(4, 16, 8, 8):realize()
+    local losses = {}
+    Context({ WINO = wino }, function()
+      for step = 1, 5 do
+        w1:requires_grad_(); w2:requires_grad_()
+        local y = x:conv2d(w1, nil, { padding = 1 }):relu():conv2d(w2, nil, { padding = 1 })
+        local loss = ((y - target) ^ 2):mean()
+        local g1, g2 = table.unpack(loss:gradient(w1, w2))
+        losses[step] = loss:item()
+        w1 = (w1 - g1 * 0.05):detach():realize()
+        w2 = (w2 - g2 * 0.05):detach():realize()
+      end
+    end)
+    return losses
+  end
+  local direct, wino = run(0), run(1)
+  assert(wino[5] < wino[1] * 0.95, ("the loss falls: %g -> %g"):format(wino[1], wino[5]))
+  for i = 1, 5 do
+    assert(math.abs(wino[i] - direct[i]) <= 1e-5 * direct[i], ("step %d: %g vs %g"):format(i, wino[i], direct[i]))
+  end
+end)
+
+H.done()
