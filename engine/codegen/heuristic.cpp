@@ -392,12 +392,15 @@ void unroll_reduce(CpuKernel& k, const Tile& t, Ops reduce_op) {
 // come from memory each time: block_reduce, else order_outer_loops, remedies that.
 
 // The bytes of inputs that stay cached between two passes of an output loop: half this core's
-// share of the L3 (8 MiB here), at least its L2. Measured: a 1024 matmul's 4 MiB inputs keep
-// their loop order and speed; a weight gradient's 9 and 42 MiB inputs (64x36864 by 36864x288)
-// are re-read from memory.
+// share of the L3, at least its L2. Measured: a 1024 matmul's 4 MiB inputs keep their loop order
+// and speed; a weight gradient's 9 and 42 MiB inputs (64x36864 by 36864x288) are re-read from
+// memory. The share is at most 8 L2s: a virtual machine's sysfs names the whole socket's L3 but
+// only its own cores (an Intel Xeon's 300 MiB "shared by 2 cores", 64 cores' worth), so that
+// weight gradient counted as cached there and ran 3x slower. An AMD Zen 4 (1 MiB L2, 32 MiB L3
+// shared by 2): 4 MiB, where it was 8 with the same choices on those two.
 int64_t cached_bytes(const Machine& m) {
   int64_t l2 = m.l2.bytes / m.l2.shared_by;
-  return m.l3.bytes > 0 ? std::max(m.l3.bytes / m.l3.shared_by / 2, l2) : l2;
+  return m.l3.bytes > 0 ? std::max(std::min(m.l3.bytes / m.l3.shared_by, 8 * l2) / 2, l2) : l2;
 }
 
 // The loops over outputs with more than one iteration.
