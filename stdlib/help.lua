@@ -40,7 +40,7 @@ the node, how many nodes use it), a missing, extra or misshaped input (with what
 -- Globals besides Tensor: name -> {signature, doc}
 M.globals = {
   TinyJit = { "local f = TinyJit(fn); f(x, ...)", "the first call runs fn, the second captures its kernels, later calls replay them on the new inputs' buffers (no Lua, no scheduling); tensor arguments may change values, not shapes or dtypes; bound Variables may change values (the kernels take them as parameters); the returned tensors are the same objects each call, rewritten" },
-  Context = { "Context({DEBUG=2, BEAM=2, NOOPT=1, DEV='LLVM'}, fn)", "runs fn with those settings, then restores them" },
+  Context = { "Context({DEBUG=2, BEAM=2, NOOPT=1, WINO=0, DEV='LLVM'}, fn)", "runs fn with those settings, then restores them" },
   dist = { "dist.init(); dist.all_reduce(t, {op='mean'}); local ddp = dist.DataParallel(model); ddp:sync()", "several processes over MPI (mpirun -np 2 build/moongrad script.lua): rank, world_size, all_reduce (sum, mean, max, min), broadcast {root=}, barrier, average_gradients(params), DataParallel; one process without mpirun, where every collective returns its input" },
   Variable = { "local v = Variable('start_pos', 1, 1024); local vp = v:bind(5)", "a symbolic int for shapes that change every call: a bound Variable stands in shrink/slice bounds, reshape and expand (x:shrink{{0, 1}, {0, vp}}); kernels take it as a parameter, so one compiled kernel (and one TinyJit capture) serves every value; vp.val, vp:unbind(), vp + 1; binding outside [min, max] is an error" },
 }
