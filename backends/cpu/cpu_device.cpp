@@ -157,7 +157,8 @@ public:
   explicit CpuDevice(Language lang) : lang_(std::move(lang)) {}
   std::string name() const override { return lang_.device; }
   ~CpuDevice() override {
-    for (auto& [size, p] : spare_) std::free(p);
+    for (auto& [size, p] : spare_)
+      std::free(p);
   }
   void* alloc(size_t bytes) override {
     // Linux overcommits: a buffer larger than RAM would "succeed" and the process be killed
@@ -290,7 +291,8 @@ private:
   }
   void drop_spares() {
     std::lock_guard<std::mutex> lock(spare_m_);
-    for (auto& [size, p] : spare_) std::free(p);
+    for (auto& [size, p] : spare_)
+      std::free(p);
     spare_.clear();
     spare_bytes_ = 0;
   }
