@@ -396,8 +396,9 @@ void unroll_reduce(CpuKernel& k, const Tile& t, Ops reduce_op) {
 // and speed; a weight gradient's 9 and 42 MiB inputs (64x36864 by 36864x288) are re-read from
 // memory. The share is at most 8 L2s: a virtual machine's sysfs names the whole socket's L3 but
 // only its own cores (an Intel Xeon's 300 MiB "shared by 2 cores", 64 cores' worth), so that
-// weight gradient counted as cached there and ran 3x slower. An AMD Zen 4 (1 MiB L2, 32 MiB L3
-// shared by 2): 4 MiB, where it was 8 with the same choices on those two.
+// weight gradient counted as cached there: 62 ms at 22 GFLOPS, 46 ms in blocks (1 thread, with
+// another process on the machine). An AMD Zen 4 (1 MiB L2, 32 MiB L3 shared by 2): 4 MiB, where
+// it was 8, with the same choices for those inputs.
 int64_t cached_bytes(const Machine& m) {
   int64_t l2 = m.l2.bytes / m.l2.shared_by;
   return m.l3.bytes > 0 ? std::max(std::min(m.l3.bytes / m.l3.shared_by, 8 * l2) / 2, l2) : l2;
