@@ -46,16 +46,20 @@ local AT = {
 -- each row a sum of its nonzero terms, the rows stacked in place of that dim. The stack is one
 -- elementwise kernel, each of its rows a few loads (the heuristic upcasts the stacked dim whole).
 local function apply(m, t, ax)
+  local slices = {} -- t[.., k, ..] for each k, the dim kept (of size 1)
+  for k = 1, #m[1] do
+    local sl = {}
+    for i, v in ipairs(t.shape) do sl[i] = { 0, v } end
+    sl[ax + 1] = { k - 1, k }
+    slices[k] = t:shrink(sl)
+  end
   local rows = {}
   for r = 1, #m do
     local acc
     for k = 1, #m[r] do
       local c = m[r][k]
       if c ~= 0 then
-        local sl = {}
-        for i, v in ipairs(t.shape) do sl[i] = { 0, v } end
-        sl[ax + 1] = { k - 1, k }
-        local v = t:shrink(sl)
+        local v = slices[k]
         if c ~= 1 and c ~= -1 then v = v * c end
         if acc == nil then acc = c == -1 and -v or v
         else acc = c == -1 and acc - v or acc + v end
