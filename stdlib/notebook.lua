@@ -295,6 +295,7 @@ function M.install(display)
     display({ ["text/plain"] = "VIZ: " .. path, ["text/html"] = table.concat(parts, "\n") })
     return path
   end
+  require("datasets").redraw_progress = true
   require("plot").display = function(svg, title)
     display({ ["image/svg+xml"] = svg, ["text/plain"] = "<plot: " .. (title or "") .. ">" })
   end

@@ -1,8 +1,9 @@
 -- plot: line plots and pictures of tensors, drawn by gnuplot (Debian's gnuplot-nox) as SVG. In the
 -- notebook kernel a plot shows inline (stdlib/notebook.lua sets plot.display); elsewhere it is
 -- written to a file whose path is printed and returned.
---   plot.line(xs, ys, {title=, xlabel=, ylabel=, labels=, file=, logy=})   ys: a list, a Tensor,
---       or a list of them (several series, named by labels); xs may be nil (1, 2, 3, ...)
+--   plot.line(xs, ys, {title=, xlabel=, ylabel=, labels=, file=, logy=, xtics=})   ys: a list, a
+--       Tensor, or a list of them (several series, named by labels); xs may be nil (1, 2, 3, ...);
+--       xtics: a name for each x = 1, 2, ... (categories)
 --   plot.image(t, {title=, file=})   a 2-D tensor (or 1xHxW) as a grey picture: a digit, a feature map
 local M = {}
 
@@ -67,6 +68,11 @@ local function header(opts)
   if opts.xlabel then s[#s + 1] = "set xlabel " .. quote(opts.xlabel) end
   if opts.ylabel then s[#s + 1] = "set ylabel " .. quote(opts.ylabel) end
   if opts.logy then s[#s + 1] = "set logscale y" end
+  if opts.xtics then -- names for x = 1, 2, ...: a category on each
+    local t = {}
+    for i, name in ipairs(opts.xtics) do t[i] = ("%s %d"):format(quote(name), i) end
+    s[#s + 1] = "set xtics (" .. table.concat(t, ", ") .. ")\nset xrange [0.5:" .. (#opts.xtics + 0.5) .. "]"
+  end
   return table.concat(s, "\n") .. "\n"
 end
 
@@ -86,7 +92,8 @@ function M.line(xs, ys, opts)
     for i, v in ipairs(y) do data[#data + 1] = ("%.9g %.9g"):format(x and x[i] or i, v) end
     data[#data + 1] = "EOD"
     local label = opts.labels and opts.labels[k]
-    plots[#plots + 1] = ("$s%d using 1:2 with lines lw 2 %s"):format(k, label and ("title " .. quote(label)) or "notitle")
+    plots[#plots + 1] = ("$s%d using 1:2 with %s lw 2 %s"):format(k, opts.xtics and "linespoints pt 7" or "lines",
+      label and ("title " .. quote(label)) or "notitle")
   end
   local script = table.concat(data, "\n") .. "\n" .. header(opts) .. "set grid\nplot " .. table.concat(plots, ", ") .. "\n"
   return finish(script, opts, "line")
@@ -110,8 +117,9 @@ function M.image(t, opts)
   data[#data + 1] = "EOD"
   local h, w = shape[1], shape[2]
   local script = table.concat(data, "\n") .. "\n" .. header(opts) ..
-      ("set size ratio %g\nset xrange [-0.5:%g]\nset yrange [%g:-0.5]\nset palette grey\nunset key\nplot $img matrix with image\n")
-      :format(h / w, w - 0.5, h - 0.5)
+      ("set size ratio %g\nset xrange [-0.5:%g]\nset yrange [%g:-0.5]\nset palette grey\nunset key\nplot $img matrix with image%s\n")
+      -- pixels: one rectangle each, sharp when scaled (a browser smooths the embedded bitmap)
+      :format(h / w, w - 0.5, h - 0.5, h * w <= 128 * 128 and " pixels" or "")
   return finish(script, opts, "image")
 end
 
