@@ -21,7 +21,15 @@ function M.source(code)
       commands[#lines + 1] = true
       line = cmd
     elseif line:match("^local%s") then
-      line = repl.prepare(line)
+      -- `local a, b` alone declares: as globals, `a, b = nil, nil` (they start as nil either way)
+      local names, rest = line:match("^local%s+([%a_][%w_]*[%w_%s,]-)%s*(%-%-.*)$")
+      if not names then names, rest = line:match("^local%s+([%a_][%w_]*[%w_%s,]-)%s*()$"), "" end
+      if names and not names:match("^function%s") then
+        local n = select(2, names:gsub(",", ",")) + 1
+        line = names .. " = nil" .. (", nil"):rep(n - 1) .. (rest ~= "" and " " .. rest or "")
+      else
+        line = repl.prepare(line)
+      end
     end
     lines[#lines + 1] = line
   end
@@ -288,8 +296,10 @@ function M.install(display)
     local page = f:read("a")
     f:close()
     local parts = { ('<div class="mg-viz"><p>VIZ: %s (the whole page, with the rewrite steps)</p>'):format(escape(path)) }
-    for _, g in ipairs(M.viz_graphs(page)) do
-      parts[#parts + 1] = ("<h4>%s</h4>\n%s"):format(escape(g.title), g.svg)
+    -- the tensor graph and the schedule open; each kernel's stages folded (a click opens one)
+    for i, g in ipairs(M.viz_graphs(page)) do
+      local fmt = i <= 2 and "<h4>%s</h4>\n%s" or "<details><summary><b>%s</b></summary>\n%s\n</details>"
+      parts[#parts + 1] = fmt:format(escape(g.title), g.svg)
     end
     parts[#parts + 1] = "</div>"
     display({ ["text/plain"] = "VIZ: " .. path, ["text/html"] = table.concat(parts, "\n") })
@@ -297,7 +307,9 @@ function M.install(display)
   end
   require("datasets").redraw_progress = true
   require("plot").display = function(svg, title)
-    display({ ["image/svg+xml"] = svg, ["text/plain"] = "<plot: " .. (title or "") .. ">" })
+    -- from <svg on, as IPython's SVG does: an XML declaration inside a page is an error to some readers
+    -- (nbconvert's HTML export)
+    display({ ["image/svg+xml"] = svg:match("<svg.*") or svg, ["text/plain"] = "<plot: " .. (title or "") .. ">" })
   end
 end
 

@@ -121,9 +121,13 @@ class Session(unittest.TestCase):
         self.assertFalse(self.kc.get_shell_msg(timeout=TIMEOUT)["content"]["found"])
 
     def test_locals_live_on_in_the_next_cell(self):
-        self.run_cell("local kept = 7\nlocal function twice(v) return 2 * v end")
-        _, out = self.run_cell("twice(kept)")
-        self.assertEqual(self.data(out, "text/plain"), ["14"])
+        self.run_cell("local kept = 7\nlocal function twice(v) return 2 * v end\nlocal a, b -- declared\na = 1")
+        _, out = self.run_cell("twice(kept) + a")
+        self.assertEqual(self.data(out, "text/plain"), ["15"])
+        _, out = self.run_cell("b == nil")
+        self.assertEqual(self.data(out, "text/plain"), ["true"])
+        _, out = self.run_cell("for i = 1, 2 do\n  local inner = i\nend\ninner == nil")  # indented: still local
+        self.assertEqual(self.data(out, "text/plain"), ["true"])
 
     def test_runtime_error_has_the_lua_traceback(self):
         r, out = self.run_cell("local function inner() error('deep trouble') end\nfunction outer() inner() end\nouter()")
@@ -208,10 +212,11 @@ class Session(unittest.TestCase):
         self.assertEqual(len(html), 1)
         self.assertIn("<span style=", html[0])
         self.assertIn("kernel 1 of 1", self.data(out, "text/plain")[0])
-        _, out = self.run_cell(":viz (z + 1):sum()")
+        _, out = self.run_cell(":viz (z * 5 + 1):sum()")  # not realized before: a kernel to show
         html = self.data(out, "text/html")[0]
         self.assertIn("<svg", html)
-        self.assertIn("<h4>", html)
+        self.assertIn("<h4>tensor graph</h4>", html)
+        self.assertIn("<summary><b>simplified</b></summary>", html)
         r, _ = self.run_cell(":nosuch")
         self.assertEqual(r["status"], "error")
         self.assertIn("unknown command", r["evalue"])
