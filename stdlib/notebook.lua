@@ -90,6 +90,34 @@ local function picks(n, summarize)
   return out
 end
 
+-- The runs of consecutive indices in a list of picks: {first, last + 1} each.
+local function runs(p)
+  local out, start = {}, nil
+  for i, v in ipairs(p) do
+    if v and not start then start = i end
+    if (not v or i == #p) and start then
+      out[#out + 1] = { p[start], v and v + 1 or p[i - 1] + 1 }
+      start = nil
+    end
+  end
+  return out
+end
+
+-- values[r][c] of a 2-D tensor at the picked rows and columns, read as (at most four)
+-- contiguous blocks: a summary reads only what it shows.
+local function read_picks(m, row_picks, col_picks)
+  local values = {}
+  for _, r in ipairs(runs(row_picks)) do
+    for _, c in ipairs(runs(col_picks)) do
+      for i, row in ipairs(m:shrink({ r, c }):tolist()) do
+        values[r[1] + i - 1] = values[r[1] + i - 1] or {}
+        for j, v in ipairs(row) do values[r[1] + i - 1][c[1] + j - 1] = v end
+      end
+    end
+  end
+  return values
+end
+
 -- A tensor as an HTML table: a line with shape, dtype and device, then its values as rows of the
 -- last dim (the leading dims' indices label each row); large tensors summarized as numpy does.
 function M.tensor_html(t)
@@ -102,32 +130,8 @@ function M.tensor_html(t)
   local cols = #shape > 0 and shape[#shape] or 1
   local rows = cols > 0 and numel // cols or 0
   local summarize = numel > M.threshold
-  local m = t:realize():reshape(rows, cols)
-  -- the values of the picked rows and columns, read as (at most four) contiguous blocks
   local row_picks, col_picks = picks(rows, summarize), picks(cols, summarize)
-  local values = {}
-  local function runs(p)
-    local out, start = {}, nil
-    for i, v in ipairs(p) do
-      if v and not start then start = i end
-      if (not v or i == #p) and start then
-        out[#out + 1] = { p[start], v and v + 1 or p[i - 1] + 1 }
-        start = nil
-      end
-    end
-    return out
-  end
-  if numel > 0 then
-    for _, r in ipairs(runs(row_picks)) do
-      for _, c in ipairs(runs(col_picks)) do
-        local block = m:shrink({ r, c }):tolist()
-        for i, row in ipairs(block) do
-          values[r[1] + i - 1] = values[r[1] + i - 1] or {}
-          for j, v in ipairs(row) do values[r[1] + i - 1][c[1] + j - 1] = v end
-        end
-      end
-    end
-  end
+  local values = numel > 0 and read_picks(t:realize():reshape(rows, cols), row_picks, col_picks) or {}
   local shape_text = "(" .. table.concat(shape, ", ") .. (#shape == 1 and ",)" or ")")
   local out = { ('<div class="mg-tensor"><p><b>Tensor</b> shape <code>%s</code> dtype <code>%s</code> device <code>%s</code>%s</p>')
     :format(shape_text, escape(t.dtype), escape(t.device),
@@ -168,7 +172,10 @@ function M.bundle(...)
   local texts = {}
   for i = 1, n do texts[i] = repl.format((select(i, ...))) end
   local b = { ["text/plain"] = table.concat(texts, "\t") }
-  if n == 1 and show.typeof((...)) == "Tensor" then b["text/html"] = M.tensor_html((...)) end
+  if n == 1 and show.typeof((...)) == "Tensor" then
+    local ok, html = pcall(M.tensor_html, (...)) -- the text above already shows the value
+    if ok then b["text/html"] = html end
+  end
   return b
 end
 
