@@ -265,6 +265,14 @@ class Startup(unittest.TestCase):
                            timeout=60, env=env)
         self.assertIn("cannot start", p.stderr)
         self.assertIn("NOSUCHDEVICE", p.stderr)
+        # a Lua state that cannot be set up (its stdlib missing), with a good connection file
+        from jupyter_client.connect import write_connection_file
+        conn, _ = write_connection_file(os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel-test-bad.json"))
+        env = dict(os.environ, MG_STDLIB_DIR="/nonexistent")
+        p = subprocess.run([exe, "-f", conn], capture_output=True, text=True, timeout=60, env=env)
+        os.remove(conn)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("moongrad-kernel: cannot start: cannot set up the Lua state: MG_STDLIB_DIR: cannot read", p.stderr)
 
 
 if __name__ == "__main__":
