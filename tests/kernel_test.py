@@ -14,6 +14,7 @@ from queue import Empty
 BUILD = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 os.environ["JUPYTER_PATH"] = os.path.join(BUILD, "jupyter")
 os.environ.setdefault("JUPYTER_RUNTIME_DIR", os.path.join(BUILD, "jupyter-runtime"))
+os.makedirs(os.environ["JUPYTER_RUNTIME_DIR"], exist_ok=True)
 
 import jupyter_kernel_test  # noqa: E402
 from jupyter_client.manager import start_new_kernel  # noqa: E402
