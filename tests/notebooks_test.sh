@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The notebooks as a person uses them. notebooks/NN_*.ipynb are what tools/script_to_notebook.py
 # makes of the scripts today (no drift); each notebook executes through the moongrad kernel with
-# `jupyter nbconvert --execute` (Project 4 at the length CTest runs the script) without an error and
+# `jupyter nbconvert --execute` (Projects 4 and 9 at the lengths CTest runs the scripts; 10 in one
+# process, as without mpirun) without an error and
 # shows at least one picture (an SVG plot or :viz graph); the executed tour, exported to HTML, renders
 # in headless Chromium with its tensor table and SVGs on the page (screenshot: BUILD/notebook-tour.png).
 #   tests/notebooks_test.sh BUILD_DIR SOURCE_DIR
@@ -18,7 +19,7 @@ fail() { echo "FAIL: $*"; exit 1; }
   fail "notebooks/ differs from what tools/script_to_notebook.py makes of scripts/: run it and commit"
 
 # the options CTest gives the scripts (CMakeLists.txt), so that CI runs the short versions
-declare -A args=([04_mnist]="--steps 200 --max-loss 0.15 --min-acc 0.95")
+declare -A args=([04_mnist]="--steps 200 --max-loss 0.15 --min-acc 0.95" [09_transformer]="--steps 300 --max-loss 2.5")
 # outputs of the executed notebook: "pictures errors"
 count() {
   /usr/bin/python3 - "$1" <<'PY'

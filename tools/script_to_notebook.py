@@ -26,6 +26,9 @@ PROJECTS = {
     "05_compiler_pipeline": "scripts/05_compiler_pipeline.lua",
     "06_custom_ops": "scripts/06_custom_ops.lua",
     "07_custom_backend": "scripts/07_custom_backend/main.lua",
+    "08_onnx": "scripts/08_onnx.lua",
+    "09_transformer": "scripts/09_transformer.lua",
+    "10_data_parallel": "scripts/10_data_parallel.lua",
 }
 
 OPENERS = {"function", "do", "if", "repeat"}
