@@ -125,7 +125,7 @@ void JupyterKernel::log(const std::string& line) const {
 void JupyterKernel::configure_impl() {
   // The Lua state first: if it fails, the error goes to the log through the real stderr.
   lua_ = std::make_unique<LuaState>();
-  lua_.get()->set_args({"moongrad-kernel"}, 0);
+  lua_->set_args({"moongrad-kernel"}, 0);
   lua_State* L = lua_->get();
   lua_getglobal(L, "require");
   lua_pushstring(L, "notebook");
@@ -223,7 +223,7 @@ nl::json JupyterKernel::complete_request_impl(const std::string& code, int curso
   nl::json matches = nl::json::array();
   int start = cursor_pos;
   if (lua_->pcall(2, 2)) {
-    lua_Integer n = luaL_len(L, -2);
+    lua_Integer n = lua_istable(L, -2) ? static_cast<lua_Integer>(lua_rawlen(L, -2)) : 0;
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, -2, i);
       if (lua_isstring(L, -1)) matches.push_back(lua_tostring(L, -1));
