@@ -17,6 +17,15 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 /usr/bin/python3 "$src/tools/script_to_notebook.py" --check ||
   fail "notebooks/ differs from what tools/script_to_notebook.py makes of scripts/: run it and commit"
+# and the check notices a script changed without its notebook (a copy of the tree, one line added)
+copy=$(mktemp -d)
+cp -r "$src/tools" "$src/scripts" "$src/notebooks" "$copy/"
+echo 'print("a line the notebook lacks")' >>"$copy/scripts/02_op_types.lua"
+if /usr/bin/python3 "$copy/tools/script_to_notebook.py" --check >"$copy/check.log"; then
+  fail "the drift check passed with scripts/02_op_types.lua changed"
+fi
+grep -q "02_op_types.ipynb" "$copy/check.log" || fail "the drift check does not name the stale notebook: $(cat "$copy/check.log")"
+rm -rf "$copy"
 
 # the options CTest gives the scripts (CMakeLists.txt), so that CI runs the short versions
 declare -A args=([04_mnist]="--steps 200 --max-loss 0.15 --min-acc 0.95" [09_transformer]="--steps 300 --max-loss 2.5")
