@@ -193,12 +193,13 @@ local STYLE = { kw = "color:#0033b3;font-weight:bold", num = "color:#1750eb", st
 local function span(kind, text) return ('<span style="%s">%s</span>'):format(STYLE[kind], escape(text)) end
 
 -- One line of C (or LLVM IR, GLSL, PTX) as HTML: keywords and types, numbers, strings, comments.
-local function highlight_line(line)
+-- ir: the source is LLVM IR, where ';' starts a comment (in C it ends a statement).
+local function highlight_line(line, ir)
   if line:match("^%s*#") then return span("pre", line) end
   local out, i = {}, 1
   while i <= #line do
     local s, e = line:find("^//.*", i)
-    if not s then s, e = line:find("^;.*", i) end -- LLVM IR comments
+    if not s and ir then s, e = line:find("^;.*", i) end
     if s then out[#out + 1] = span("com", line:sub(s, e)); i = e + 1; goto continue end
     s, e = line:find('^"[^"]*"?', i)
     if s then out[#out + 1] = span("str", line:sub(s, e)); i = e + 1; goto continue end
@@ -220,7 +221,8 @@ end
 
 function M.highlight(src)
   local out = {}
-  for line in (src .. "\n"):gmatch("(.-)\n") do out[#out + 1] = highlight_line(line) end
+  local ir = src:match("^define ") or src:match("\ndefine ")
+  for line in (src .. "\n"):gmatch("(.-)\n") do out[#out + 1] = highlight_line(line, ir) end
   if out[#out] == "" then out[#out] = nil end
   return '<pre class="mg-src">' .. table.concat(out, "\n") .. "</pre>"
 end
@@ -316,7 +318,11 @@ function M.install(display)
   require("plot").display = function(svg, title)
     -- from <svg on, as IPython's SVG does: an XML declaration inside a page is an error to some readers
     -- (nbconvert's HTML export)
-    display({ ["image/svg+xml"] = svg:match("<svg.*") or svg, ["text/plain"] = "<plot: " .. (title or "") .. ">" })
+    -- and as HTML too, which frontends prefer: nbconvert 6.5's HTML export strips the elements of an
+    -- image/svg+xml output (its SVG cleaner), leaving a blank box
+    svg = svg:match("<svg.*") or svg
+    display({ ["image/svg+xml"] = svg, ["text/html"] = '<div class="mg-plot">' .. svg .. "</div>",
+      ["text/plain"] = "<plot: " .. (title or "") .. ">" })
   end
 end
 

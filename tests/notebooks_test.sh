@@ -81,7 +81,11 @@ grep -q '<td>9999</td>' "$dom" || fail "the summarized 100x100 table lacks its l
 svgs=$(grep -o '<svg' "$dom" | wc -l)
 [ "$svgs" -ge 4 ] || fail "expected SVGs for the two plots and :viz's graphs, found $svgs"
 grep -q 'class="mg-src"' "$dom" || fail ":src's highlighted source is missing"
-browse "$out/shot.log" --screenshot="$build/notebook-tour.png" --window-size=1280,2600 "file://$out/tour.html"
+# the two plots drawn on the page: gnuplot's canvas with its lines and its title as SVG text
+plots=$(grep -c '<g id="gnuplot_canvas">' "$dom" || true)
+[ "$plots" -ge 2 ] || fail "expected the tour's two plots drawn as SVG, found $plots gnuplot canvases"
+grep -q '<text><tspan[^>]*>two series</tspan></text>' "$dom" || fail "the line plot's title is not SVG text on the page"
+browse "$out/shot.log" --screenshot="$build/notebook-tour.png" --window-size=1280,4200 "file://$out/tour.html"
 size=$(stat -c %s "$build/notebook-tour.png" 2>/dev/null || echo 0)
 [ "$size" -gt 50000 ] || fail "the screenshot is $size bytes: blank?"
 echo "the tour in Chromium: tensor tables, $svgs SVGs; screenshot $build/notebook-tour.png ($size bytes)"

@@ -93,6 +93,11 @@ test(":src's highlighting keeps the text and marks keywords, numbers and comment
   assert(has(html, '<span style="color:#9e880d">#define N 4</span>'))
   local text = html:gsub("<[^>]+>", ""):gsub("&lt;", "<"):gsub("&gt;", ">"):gsub("&amp;", "&"):gsub("&quot;", '"')
   assert(text == src, text)
+  -- ';' ends a C statement (the rest of a for loop is code) and starts an LLVM IR comment
+  html = nb.highlight("for (int i = 0; i < 4; i++) {")
+  assert(not has(html, "font-style:italic"), html)
+  html = nb.highlight("define void @k(ptr %0) {\n  ret void ; done\n}")
+  assert(has(html, '<span style="color:#8c8c8c;font-style:italic">; done</span>'), html)
 end)
 
 test("completion and inspection: the REPL's completer and :help", function()
