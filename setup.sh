@@ -18,7 +18,14 @@ PACKAGES=(cmake ninja-build g++ pkg-config ccache clang-15 llvm-15-dev libclang-
           # VIZ: Graphviz lays out the graphs; headless Chromium checks the page in the tests
           graphviz chromium
           # dist: several processes over MPI (interp/mgdist.cpp, a module moongrad loads under mpirun)
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin
+          # the Jupyter kernel (build/moongrad-kernel): xeus 2.4 speaks the protocol over ZeroMQ
+          xeus-dev libzmq3-dev cppzmq-dev
+          # notebooks: nbconvert and nbclient execute them (tests, CI), jupyter-kernel-test drives the
+          # kernel through the protocol, jupyter-notebook is the notebook a person opens, jupyter-client
+          # has `jupyter kernelspec` (./run.sh --install-kernel)
+          jupyter-nbconvert python3-nbclient python3-jupyter-kernel-test jupyter-notebook jupyter-client
+          gnuplot-nox) # plot.line / plot.image (stdlib/plot.lua): gnuplot's SVG terminal
 
 missing=()
 for p in "${PACKAGES[@]}"; do

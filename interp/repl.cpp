@@ -1,6 +1,7 @@
 // The prompt. libedit (BSD) does the line editing; stdlib/repl.lua decides what a line means
 // (colon commands), what TAB offers and how results print, so those parts are testable from Lua.
 #include "interp/repl.h"
+#include "interp/interrupt.h"
 
 #include "engine/machine.h"
 #include "engine/settings.h"
@@ -22,22 +23,6 @@
 namespace mg::lua {
 
 namespace {
-
-// ---------------------------------------------------------------- Ctrl-C
-
-// Set while Lua code runs at the prompt: Ctrl-C then stops that code, as lua.c does, by
-// installing a hook that raises an error at the next Lua instruction (lua_sethook is
-// async-signal-safe). Engine work already in C++ finishes first.
-lua_State* volatile g_running = nullptr;
-
-void interrupt_hook(lua_State* L, lua_Debug*) {
-  lua_sethook(L, nullptr, 0, 0);
-  luaL_error(L, "interrupted (Ctrl-C)");
-}
-
-void on_sigint(int) {
-  if (lua_State* L = g_running) lua_sethook(L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-}
 
 // ---------------------------------------------------------------- Lua side
 
@@ -143,10 +128,7 @@ private:
     // While editing, Ctrl-C is a key (above), not a signal; while Lua runs it is SIGINT.
     el_set(el_, EL_SETTY, "-d", "-isig", nullptr);
     el_source(el_, nullptr); // the user's ~/.editrc, if any
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
+    install_interrupt_handler();
   }
 
   static char* prompt_of(EditLine* el) {
@@ -224,10 +206,11 @@ private:
 
   // Runs f with Ctrl-C armed to interrupt Lua.
   template <class F> bool guarded(F f) {
-    g_running = lua_.get();
-    bool ok = f();
-    g_running = nullptr;
-    lua_sethook(lua_.get(), nullptr, 0, 0); // a Ctrl-C that came after the code finished
+    bool ok;
+    {
+      InterruptScope armed(lua_.get());
+      ok = f();
+    }
     std::fflush(stdout);
     return ok;
   }

@@ -67,6 +67,7 @@ for i, v in ipairs(xs) do want[i] = math.max(v * 3 + 1, 0.0) end
 same(fused:tolist(), want, 1e-6)
 same(step3:tolist(), want, 1e-6)
 print("both give { " .. table.concat(want, ", ") .. " }, as plain Lua does")
+lesson.plot("line", xs, want, { title = "((x * 3) + 1):relu()", xlabel = "x" })
 print("Fusion saves memory traffic: the fused kernel reads x once and writes once;")
 print("the eager version writes and re-reads two intermediate buffers.")
 

@@ -27,6 +27,7 @@ local made = {
   { "Tensor.empty(5, {dtype='float16'})", Tensor.empty(5, { dtype = "float16" }), { 5 }, "float16" },
 }
 print(("%-36s %-12s %s"):format("expression", "shape", "dtype"))
+lesson.plot("image", Tensor.arange(0, 64):reshape(8, 8), { title = "Tensor.arange(0, 64):reshape(8, 8)" })
 for _, m in ipairs(made) do
   local expr, t, shape, dtype = m[1], m[2], m[3], m[4]
   print(("%-36s %-12s %s"):format(expr, "(" .. table.concat(t.shape, ", ") .. ")", t.dtype))

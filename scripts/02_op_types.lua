@@ -44,6 +44,9 @@ for _, e in ipairs(elementwise) do
   print()
 end
 print("exp is not a primitive: tinygrad's op set has EXP2, so exp(x) = exp2(x * 1/ln 2).")
+local grid = Tensor.linspace(-3, 3, 61)
+lesson.plot("line", grid, { grid:relu(), grid:sigmoid(), grid:tanh() }, { title = "elementwise ops on [-3, 3]",
+  labels = { "relu", "sigmoid", "tanh" }, xlabel = "x" })
 
 ------------------------------------------------------------------------------
 section("2. Reduce ops: a loop with an accumulator")

@@ -60,6 +60,12 @@ end
 print("d sigmoid(x)/dx    = " .. table.concat(x.grad:tolist(), ", ") .. "   (s(1-s))")
 same(x.grad:tolist(), want, 1e-9)
 same(x.grad:tolist(), numeric_grad(function(t) return t:sigmoid():sum() end, x), 1e-6)
+local grid = {}
+for i = -60, 60 do grid[#grid + 1] = i / 10 end
+local g = Tensor(grid):requires_grad_()
+g:sigmoid():sum():backward()
+lesson.plot("line", grid, { g:sigmoid(), g.grad }, { title = "sigmoid and the gradient backward() computes",
+  labels = { "sigmoid(x)", "d sigmoid(x)/dx" }, xlabel = "x" })
 
 ------------------------------------------------------------------------------
 section("2. A 2-layer MLP learns XOR")

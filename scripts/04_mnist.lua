@@ -41,6 +41,7 @@ else
   X, Y, Xt, Yt = datasets.mnist_digits()
 end
 print(("train %s  test %s"):format(table.concat(X.shape, "x"), table.concat(Xt.shape, "x")))
+lesson.plot("image", X[1], { title = ("the first training image (label %d)"):format(Y[1]:item()) })
 
 lesson.section("2. The model: a small CNN (conv, relu, batchnorm, max-pool, linear)")
 -- Two conv blocks then a linear classifier (scripts/mnist_model.lua)
@@ -81,6 +82,7 @@ Tensor.training = true
 local bar = datasets.progress(opts.steps, "train")
 local t0, k_step = show.clock(), nil
 local loss_first, loss_avg = nil, nil
+local losses = {} -- the smoothed loss of each step, plotted below
 for step = 1, opts.steps do
   sched.step()
   local xb, yb = sample(opts.bs)
@@ -89,9 +91,11 @@ for step = 1, opts.steps do
   if step == 3 then k_step = GlobalCounters.kernel_count - k0 end -- a replayed step
   loss_first = loss_first or loss
   loss_avg = loss_avg and 0.95 * loss_avg + 0.05 * loss or loss
+  losses[step] = loss_avg
   bar:update(step, { loss = loss_avg })
 end
 bar:done()
+lesson.plot("line", nil, losses, { title = "MNIST training loss (smoothed)", xlabel = "step", ylabel = "loss", logy = true })
 local train_s = show.clock() - t0
 Tensor.training = false
 print(("trained in %.1f s (%.3f s/step); loss %.4f -> %.4f (smoothed)"):format(train_s, train_s / opts.steps,

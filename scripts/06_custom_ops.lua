@@ -47,6 +47,9 @@ print(("max |mine - Tensor.gelu| = %.2g, max |mine - plain Lua| = %.2g"):format(
   max_diff(mine, plain)))
 same(mine, builtin, 1e-6)
 same(mine, plain, 1e-6)
+local grid = Tensor.linspace(-4, 4, 81)
+lesson.plot("line", grid, { my_gelu(grid), grid:relu() }, { title = "my_gelu from primitives, and relu",
+  labels = { "my_gelu(x)", "relu(x)" }, xlabel = "x" })
 
 ------------------------------------------------------------------------------
 section("2. rms_norm from primitives: x / sqrt(mean(x^2) + eps) * weight")

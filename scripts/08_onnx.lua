@@ -57,6 +57,7 @@ print(("detector input: %s, sides rounded to multiples of 32 and normalized per 
 local prob = logged("det", x)
 print(("its output: %s, each pixel's probability of being text; %.1f%% of them above 0.3"):format(
   table.concat(prob.shape, "x"), prob:gt(0.3):float():mean():item() * 100))
+lesson.plot("image", prob:reshape(prob.shape[3], prob.shape[4]), { title = "the detector's output: P(text) per pixel" })
 local boxes = ocr.boxes(prob, img.shape[1], img.shape[2])
 for i, b in ipairs(boxes) do
   print(("box %d: x %d..%d, y %d..%d, mean probability %.3f"):format(i, b[1], b[3], b[2], b[4], b[5]))

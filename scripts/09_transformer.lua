@@ -231,6 +231,7 @@ end)
 local sample = batches("train", opts.seed)
 local bar = datasets.progress(opts.steps, "train")
 local times, loss_first, loss_avg, log = {}, nil, nil, nil
+local losses = {} -- the smoothed loss of each step, plotted below
 local t_train = show.clock()
 for it = 0, opts.steps - 1 do
   opt:set_lr(lr_at(it))
@@ -246,9 +247,11 @@ for it = 0, opts.steps - 1 do
   end
   loss_first = loss_first or loss
   loss_avg = loss_avg and 0.95 * loss_avg + 0.05 * loss or loss
+  losses[it + 1] = loss_avg
   bar:update(it + 1, { loss = loss_avg })
 end
 bar:done()
+lesson.plot("line", nil, losses, { title = "GPT training loss (smoothed)", xlabel = "step", ylabel = "loss" })
 local train_s = show.clock() - t_train
 table.sort(times)
 local step_ms = #times > 0 and times[(#times + 1) // 2] * 1e3 or 0 / 0

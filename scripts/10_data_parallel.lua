@@ -125,9 +125,11 @@ local check_at = math.min(opts.check_steps, opts.steps)
 local snapshot -- rank 0's weights after step check_at, for the single-process check
 local bar = rank == 0 and datasets.progress(opts.steps - start, "train") or nil
 local t0, avg = show.clock(), nil
+local losses = {} -- the smoothed loss of each step, plotted by rank 0 below
 train(model, opt, rank, world, ddp.sync, sampler_after(start), start + 1, opts.steps, function(step, loss)
   local l = dist.all_reduce(loss, { op = "mean" }):item()
   avg = avg and 0.9 * avg + 0.1 * l or l
+  losses[#losses + 1] = avg
   if bar then bar:update(step - start, { loss = avg }) end
   if opts.checkpoint and step % opts.every == 0 then save_checkpoint(step) end
   if step == check_at and rank == 0 then
@@ -136,6 +138,10 @@ train(model, opt, rank, world, ddp.sync, sampler_after(start), start + 1, opts.s
   end
 end)
 if bar then bar:done() end
+if rank == 0 then
+  lesson.plot("line", nil, losses, { title = ("training loss (smoothed), %d process%s"):format(world, world == 1 and "" or "es"),
+    xlabel = "step", ylabel = "loss" })
+end
 say(("%.1f s, %.1f ms a step; smoothed loss %.4f"):format(show.clock() - t0, (show.clock() - t0) * 1e3 / math.max(1, opts.steps - start), avg or 0))
 
 section("4. Checks")

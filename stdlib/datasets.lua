@@ -134,10 +134,12 @@ end
 -- ---------------------------------------------------------------- a progress bar
 
 -- local bar = datasets.progress(total, "train"); bar:update(step, {loss=.., acc=..}); bar:done()
--- Redraws one line on a terminal; prints every tenth of the way when piped.
+-- Redraws one line on a terminal (and in a notebook: the kernel sets datasets.redraw_progress,
+-- Jupyter draws "\r" as a terminal does); prints every tenth of the way when piped.
+datasets.redraw_progress = false
 function datasets.progress(total, label)
   local b = { total = total, label = label or "", t0 = show.clock(), last = -1 }
-  local tty = mgio.isatty(1)
+  local tty = mgio.isatty(1) or datasets.redraw_progress
   function b:update(step, info)
     local el = show.clock() - self.t0
     local frac = step / self.total

@@ -9,6 +9,13 @@ function M.section(title)
   print(("="):rep(72))
 end
 
+-- Draws with stdlib/plot.lua: plot.line or plot.image (kind), inline in a notebook, a file whose
+-- path is printed at the terminal. Where gnuplot is missing the lesson goes on and says why.
+function M.plot(kind, ...)
+  local ok, err = pcall(require("plot")[kind], ...)
+  if not ok then print("(no plot: " .. tostring(err) .. ")") end
+end
+
 -- Compares a (nested) list from tolist() with plain Lua values; floats within tol if given.
 function M.same(got, want, tol, path)
   path = path or "value"

@@ -98,6 +98,11 @@ for _, dev in ipairs({ "MY", "CPU", "LLVM", "CL", "VULKAN" }) do
     print(("%-8s %10.3f %10.1f   %s"):format(dev, ms, flops / ms * 1e-6, how))
   end
 end
+local ran, gflops = {}, {}
+for _, dev in ipairs({ "MY", "CPU", "LLVM", "CL", "VULKAN" }) do
+  if rows[dev] then ran[#ran + 1], gflops[#gflops + 1] = dev, flops / rows[dev] * 1e-6 end
+end
+lesson.plot("line", nil, gflops, { title = "256x256 matmul: GFLOPS by device", xtics = ran, logy = true, ylabel = "GFLOPS" })
 assert(rows.MY and rows.CPU, "MY and CPU run everywhere")
 
 -- MY's runtime overhead: the same compiled kernel, once through the Lua runner (one call per
