@@ -18,6 +18,8 @@ local function numbers(v, what)
 end
 
 local function quote(s) return '"' .. tostring(s):gsub('[\\"]', "\\%0") .. '"' end
+-- a path for the shell (Lua's %q is a Lua literal: a $ or ` in TMPDIR would reach the shell)
+local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- Runs gnuplot on the script, which writes SVG to `out`; returns the SVG text.
 local function gnuplot(script, out)
@@ -26,7 +28,7 @@ local function gnuplot(script, out)
   f:write("set terminal svg size 640,400 fixed enhanced font 'DejaVu Sans,11' background '#ffffff'\n")
   f:write("set output " .. quote(out) .. "\n", script)
   f:close()
-  local p = io.popen("gnuplot " .. ("%q"):format(gp) .. " 2>&1", "r")
+  local p = io.popen("gnuplot " .. sh(gp) .. " 2>&1", "r")
   local log = p and p:read("a") or ""
   local ok = p and p:close()
   os.remove(gp)
@@ -48,7 +50,7 @@ local function finish(script, opts, name)
   count = count + 1
   local file = opts.file
   if not file then
-    os.execute("mkdir -p " .. ("%q"):format(M.dir))
+    os.execute("mkdir -p " .. sh(M.dir))
     local slug = (opts.title or name):gsub("[^%w]+", "_"):sub(1, 40)
     file = ("%s/%s_%d.svg"):format(M.dir, slug, count)
   end
