@@ -366,7 +366,7 @@ def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "paddi
     -- gradient below see the same copy on each device (stdlib/multi.lua)
     if args.is_sharded(self) and not args.is_sharded(w) then w = w:shard(self.devices) end
     local pads = pool_pads("conv2d", padding, n)
-    if winograd.applies(self, w, groups, stride, dilation, dtype) then
+    if winograd.applies(self, w, groups, stride, dilation, dtype, pads) then
       local ret = winograd.conv2d(self, w, { pads[3], pads[4], pads[1], pads[2] })
       return b and ret + b:reshape(1, cout, 1, 1) or ret
     end

@@ -159,8 +159,12 @@ end
 -- or float64 with stride and dilation 1, one group, no other accumulation dtype, and at least 16
 -- channels in and out, where the matmuls outweigh the transforms (conv1 of bench/user.lua's U5,
 -- one channel in, stays direct). Not for float16: F(4x4, 3x3)'s constants (up to 8 and 1/24)
--- would cost it digits it does not have.
-function W.applies(x, w, groups, stride, dilation, dtype)
+-- would cost it digits it does not have. Not for negative padding (a crop), which the tiling
+-- does not take. pads: conv2d's flat list.
+function W.applies(x, w, groups, stride, dilation, dtype, pads)
+  for _, p in ipairs(pads) do
+    if p < 0 then return false end
+  end
   local function one(v) return v == nil or v == 1 or (type(v) == "table" and v[1] == 1 and v[2] == 1) end
   return show.setting("WINO") ~= 0 and x.ndim == 4 and w.ndim == 4 and w.shape[3] == 3 and w.shape[4] == 3 and
       groups == 1 and one(stride) and one(dilation) and dtype == nil and (x.dtype == "float32" or x.dtype == "float64") and

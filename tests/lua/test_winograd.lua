@@ -71,6 +71,7 @@ test("which convolutions take the path: 3x3, stride 1, one group, 16+ channels, 
   assert(not Context({ WINO = 0 }, function() return winograd(x:conv2d(w)) end), "WINO=0: direct")
   assert(not winograd(x:conv2d(w, nil, { stride = 2 })), "stride 2: direct")
   assert(not winograd(x:conv2d(w, nil, { dilation = 2 })), "dilation 2: direct")
+  assert(not winograd(x:conv2d(w, nil, { padding = -1 })), "negative padding (a crop): direct")
   assert(not winograd(Tensor.randn(1, 8, 8, 8):conv2d(Tensor.randn(16, 8, 3, 3))), "8 channels in: direct")
   assert(not winograd(x:conv2d(Tensor.randn(16, 16, 5, 5))), "a 5x5 window: direct")
   assert(not winograd(x:cast("float16"):conv2d(w:cast("float16"))), "float16: direct")
