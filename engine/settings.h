@@ -9,7 +9,7 @@ struct Settings {
   double beam_budget = 12; // BEAM_BUDGET: seconds one kernel's search may take
   bool noopt = false;      // NOOPT
   bool viz = false;        // VIZ: every realize's graphs into one HTML page (engine/viz.h)
-  bool wino = true;        // WINO: 3x3 convolutions as Winograd F(4x4, 3x3) (stdlib/winograd.lua)
+  bool wino = true;        // WINO: 3x3 and 5x5 convolutions as Winograd (stdlib/winograd.lua)
   std::string device = "CPU";
   int threads = 1; // MG_THREADS, default: every core
 };

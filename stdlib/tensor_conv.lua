@@ -344,7 +344,7 @@ end
 -- (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); any number of spatial dims (conv1d
 -- on 3-d input). Windows (a view) times weights, summed.
 doc("conv2d", "convolution over the spatial dims of (N, C, ...) (1-d, 2-d, ...): windows (a view) times weight, summed; " ..
-  "a 3x3 one with stride 1 and 16+ channels runs as Winograd F(4x4, 3x3) (stdlib/winograd.lua; WINO=0: direct)")
+  "a 3x3 or 5x5 one with stride 1 and 16+ channels runs as Winograd F(4x4, 3x3) or F(2x2, 5x5) (stdlib/winograd.lua; WINO=0: direct)")
 def("conv2d", { "self", "weight", "bias", "groups", "stride", "dilation", "padding", "dtype" },
   function(self, w, b, groups, stride, dilation, padding, dtype)
     if not is_tensor(w) then error("conv2d: weight must be a Tensor", 0) end

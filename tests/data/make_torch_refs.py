@@ -667,6 +667,10 @@ def add_cases():
   case("conv2d_winograd_relu_chain", "a:conv2d(b, nil, {padding=1}):relu():conv2d(c)",
        lambda x, w, v: F.conv2d(F.conv2d(x, w, padding=1).relu(), v),
        [R(1, 16, 8, 8), R(16, 16, 3, 3), R(16, 16, 3, 3)], atol=1e-3, gatol=1e-3)
+  # 5x5 windows: F(2x2, 5x5), the MNIST CNN's conv2 (32 -> 64 channels, 12x12 -> 8x8) scaled down
+  case("conv2d_winograd_5x5", "a:conv2d(b)", lambda x, w: F.conv2d(x, w), [R(2, 32, 12, 12), R(16, 32, 5, 5)], atol=1e-4)
+  case("conv2d_winograd_5x5_pad_bias", "a:conv2d(b, c, {padding=2})", lambda x, w, b: F.conv2d(x, w, b, padding=2),
+       [R(1, 16, 7, 9), R(16, 16, 5, 5), R(16)], atol=1e-4)
   case("conv_transpose2d", "a:conv_transpose2d(b)", lambda x, w: F.conv_transpose2d(x, w), [R(1, 2, 3, 3), R(2, 3, 2, 2)], atol=1e-5)
   case("conv_transpose2d_bias_stride", "a:conv_transpose2d(b, c, {stride=2})", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2),
        [R(1, 2, 3, 3), R(2, 2, 3, 3), R(2)], atol=1e-5)

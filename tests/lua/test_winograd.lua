@@ -1,4 +1,4 @@
--- 3x3 convolutions as Winograd's F(4x4, 3x3) (stdlib/winograd.lua) against the direct
+-- 3x3 and 5x5 convolutions as Winograd's F(4x4, 3x3) and F(2x2, 5x5) (stdlib/winograd.lua) against the direct
 -- convolution (WINO=0), and the heuristic rule that makes its transforms fast: a stack's joined
 -- dim upcast whole (engine/codegen/heuristic.cpp, upcast_joined_dims). PyTorch's values for the
 -- same path are in test_torch_refs (the conv2d_winograd cases).
@@ -25,18 +25,22 @@ local function schedule_names(t)
   return table.concat(names, " ")
 end
 
+-- name, input shape, output channels, window, conv2d's opts, a bias
 local cases = {
-  { "no padding, 4x4 tiles exactly", { 2, 16, 10, 10 }, 16, nil },
-  { "padding 1, a ragged last tile", { 1, 16, 9, 11 }, 24, { padding = 1 } },
-  { "uneven padding", { 2, 20, 6, 7 }, 16, { padding = { 1, 0, 2, 1 } } },
-  { "a bias", { 1, 16, 5, 5 }, 17, { padding = 1 }, true },
+  { "no padding, 4x4 tiles exactly", { 2, 16, 10, 10 }, 16, 3, nil },
+  { "padding 1, a ragged last tile", { 1, 16, 9, 11 }, 24, 3, { padding = 1 } },
+  { "uneven padding", { 2, 20, 6, 7 }, 16, 3, { padding = { 1, 0, 2, 1 } } },
+  { "a bias", { 1, 16, 5, 5 }, 17, 3, { padding = 1 }, true },
+  { "5x5, no padding, 2x2 tiles exactly (the MNIST CNN's conv2)", { 2, 32, 12, 12 }, 16, 5, nil },
+  { "5x5, padding 2, ragged tiles", { 1, 16, 7, 9 }, 20, 5, { padding = 2 } },
+  { "5x5, uneven padding and a bias", { 2, 16, 6, 5 }, 16, 5, { padding = { 0, 1, 2, 3 } }, true },
 }
 
 test("float64: the same values and gradients as the direct convolution, to rounding", function()
   for _, c in ipairs(cases) do
-    local name, shape, cout, opts, bias = table.unpack(c)
+    local name, shape, cout, k, opts, bias = table.unpack(c)
     local x = Tensor.randn(shape, { dtype = "float64" }):realize()
-    local w = Tensor.randn(cout, shape[2], 3, 3, { dtype = "float64" }):realize()
+    local w = Tensor.randn(cout, shape[2], k, k, { dtype = "float64" }):realize()
     local b = bias and Tensor.randn(cout, { dtype = "float64" }):realize() or nil
     local ref = Context({ WINO = 0 }, function() return x:conv2d(w, b, opts) end)
     local gy = Tensor.randn(ref.shape, { dtype = "float64" }):realize()
@@ -51,9 +55,9 @@ end)
 
 test("float32: within 1e-5 of the largest value (the transforms' rounding)", function()
   for _, c in ipairs(cases) do
-    local name, shape, cout, opts = table.unpack(c)
+    local name, shape, cout, k, opts = table.unpack(c)
     local x = Tensor.randn(shape):realize()
-    local w = Tensor.randn(cout, shape[2], 3, 3):realize()
+    local w = Tensor.randn(cout, shape[2], k, k):realize()
     local gy = Tensor.randn(Context({ WINO = 0 }, function() return x:conv2d(w, nil, opts) end).shape):realize()
     local want = conv_and_grads(0, x:cast("float64"), w:cast("float64"), nil, opts, gy:cast("float64"))
     local got = conv_and_grads(1, x, w, nil, opts, gy)
@@ -64,7 +68,7 @@ test("float32: within 1e-5 of the largest value (the transforms' rounding)", fun
   end
 end)
 
-test("which convolutions take the path: 3x3, stride 1, one group, 16+ channels, float32/64", function()
+test("which convolutions take the path: 3x3 or 5x5, stride 1, one group, 16+ channels, float32/64", function()
   local x, w = Tensor.randn(1, 16, 8, 8), Tensor.randn(16, 16, 3, 3)
   local function winograd(t) return schedule_names(t):find("r_36_", 1, true) ~= nil end
   assert(winograd(x:conv2d(w)), "a 16 -> 16 channel 3x3 conv: the 36 matmuls")
@@ -73,7 +77,9 @@ test("which convolutions take the path: 3x3, stride 1, one group, 16+ channels, 
   assert(not winograd(x:conv2d(w, nil, { dilation = 2 })), "dilation 2: direct")
   assert(not winograd(x:conv2d(w, nil, { padding = -1 })), "negative padding (a crop): direct")
   assert(not winograd(Tensor.randn(1, 8, 8, 8):conv2d(Tensor.randn(16, 8, 3, 3))), "8 channels in: direct")
-  assert(not winograd(x:conv2d(Tensor.randn(16, 16, 5, 5))), "a 5x5 window: direct")
+  assert(winograd(x:conv2d(Tensor.randn(16, 16, 5, 5))), "a 5x5 window: F(2x2, 5x5)")
+  assert(not winograd(Tensor.randn(1, 16, 9, 9):conv2d(Tensor.randn(16, 16, 7, 7))), "a 7x7 window: direct")
+  assert(not winograd(x:conv2d(Tensor.randn(16, 16, 3, 5))), "a 3x5 window: direct")
   assert(not winograd(x:cast("float16"):conv2d(w:cast("float16"))), "float16: direct")
   assert(not winograd(Tensor.randn(1, 32, 8, 8):conv2d(Tensor.randn(32, 16, 3, 3), nil, { groups = 2 })),
     "two groups: direct")
