@@ -63,6 +63,7 @@ std::string buffer_string(const Buffer& b);
 struct Launch {
   int cores = 1;
   Shape global_size, local_size;
+  int lane = 0; // which of the concurrent runners launches it (each CPU lane has its own workers)
 };
 
 // The two ceilings of a device's roofline at some number of threads: float32 FLOP/s with every
@@ -116,6 +117,9 @@ public:
   // returns the two ceilings; nullopt where the device has no probe. Slow (a fraction of a
   // second): engine/roofline.h keeps the answer.
   virtual std::optional<DeviceLimits> measure_limits(int threads) { return std::nullopt; }
+  // Whether its programs may run on another thread while a program of another device runs (the
+  // host CPU's compiled C: yes; a device written in Lua, or a GPU queue: no).
+  virtual bool runs_concurrently() const { return false; }
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

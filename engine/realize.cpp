@@ -1,7 +1,10 @@
 #include "engine/realize.h"
 #include "engine/roofline.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <thread>
 
 #include "engine/kernel_cache.h"
 #include "engine/settings.h"
@@ -60,12 +63,78 @@ static void print_run(const KernelInfo& info, double s, int64_t count) {
               opts.empty() ? " (no opts)" : opts.c_str());
 }
 
+// The items' devices, in order of first use, where the items may run on one lane per device at
+// once: two or more devices that all run concurrently, each item on one device only (a sharded
+// tensor's pieces: the copies between devices are realized before, see Tensor:to), no Variables
+// (their values go in a buffer made at launch), and a core per lane at least. Else empty.
+static std::vector<std::string> concurrent_devices(const std::vector<ScheduleItem>& items, int threads) {
+  std::vector<std::string> devs;
+  for (auto& item : items) {
+    const std::string& d = item.bufs.at(0)->device;
+    for (auto& b : item.bufs)
+      if (b->device != d) return {};
+    if (!item.var_vals.empty()) return {};
+    if (std::find(devs.begin(), devs.end(), d) == devs.end()) {
+      if (!get_device(d).runs_concurrently()) return {};
+      devs.push_back(d);
+    }
+  }
+  if (devs.size() < 2 || threads < 2) return {};
+  return devs;
+}
+
+// Runs each device's items in their order on a lane of its own (the first on this thread), with
+// an equal share of the threads; returns each item's seconds. Compiling and allocating happen
+// here first: both may call back into the interpreter (BEAM's cache, the collector's hook).
+static std::vector<double> run_lanes(const std::vector<ScheduleItem>& items,
+                                     const std::vector<const CompiledKernel*>& cs,
+                                     const std::vector<std::string>& devs, int threads) {
+  for (auto& item : items)
+    for (auto& b : item.bufs)
+      b->ptr();
+  int lanes = static_cast<int>(std::min<size_t>(devs.size(), static_cast<size_t>(threads)));
+  int per_lane = std::max(1, threads / lanes);
+  std::vector<double> seconds(items.size());
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(lanes));
+  auto lane_of = [&](const ScheduleItem& item) {
+    auto at = std::find(devs.begin(), devs.end(), item.bufs[0]->device) - devs.begin();
+    return static_cast<int>(at % lanes);
+  };
+  auto run_lane = [&](int lane) {
+    try {
+      for (size_t i = 0; i < items.size(); i++)
+        if (lane_of(items[i]) == lane) seconds[i] = run_program(*cs[i], items[i], per_lane, lane);
+    } catch (...) {
+      errors[static_cast<size_t>(lane)] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> others;
+    for (int lane = 1; lane < lanes; lane++)
+      others.emplace_back(run_lane, lane);
+    run_lane(0);
+  } // joined
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return seconds;
+}
+
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   std::vector<KernelRun> runs;
   auto& gc = global_counters();
-  for (auto& item : items) {
+  int threads = settings().threads;
+  std::vector<std::string> devs = concurrent_devices(items, threads);
+  std::vector<double> seconds;
+  if (!devs.empty()) {
+    std::vector<const CompiledKernel*> cs;
+    for (auto& item : items)
+      cs.push_back(&compiled_for(item));
+    seconds = run_lanes(items, cs, devs, threads);
+  }
+  for (size_t i = 0; i < items.size(); i++) {
+    const ScheduleItem& item = items[i];
     const CompiledKernel& c = compiled_for(item);
-    double s = run_program(c, item, settings().threads);
+    double s = devs.empty() ? run_program(c, item, threads) : seconds[i];
     runs.push_back({&c.info, s});
     for (KernelLog* log : kernel_logs()) {
       log->runs.emplace_back(c.info, s);

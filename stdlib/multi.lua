@@ -66,6 +66,7 @@ end
 local function gather(m, device)
   device = device or m.devices[1]
   if m.axis == nil then return m.pieces[1]:to(device) end
+  raw.realize_all(m.pieces) -- together: each device's kernels on a lane of their own (engine/realize.cpp)
   local moved = {}
   for i, p in ipairs(m.pieces) do moved[i] = p:to(device) end
   return #moved == 1 and moved[1] or moved[1]:cat(table.unpack(moved, 2, #moved), { dim = m.axis })
@@ -168,6 +169,9 @@ end
 all_reduce = function(parts, devices, op)
   local n, count = #parts, numel(parts[1].shape)
   if n == 1 then return parts end
+  -- the partial results computed together, each device on a lane of its own
+  -- (engine/realize.cpp), before the copies (each copy realizes what it copies alone)
+  raw.realize_all(parts)
   if count < n then
     local out = {}
     for i, d in ipairs(devices) do
@@ -191,6 +195,9 @@ all_reduce = function(parts, devices, op)
   end
   local function pass(combine_it, first_step)
     for s = first_step, first_step + n - 2 do
+      local sent = {}
+      for i = 1, n do sent[i] = chunks[i][(i - s) % n + 1] end
+      raw.realize_all(sent)
       local moved = {}
       for i = 1, n do
         local c, to = (i - s) % n + 1, i % n + 1
@@ -242,6 +249,12 @@ local function reduce(name, x, axis, keepdim)
   if not combine[name] then error(name .. ": not over the sharded axis of a sharded tensor", 3) end
   local partial = {}
   for i, p in ipairs(x.pieces) do partial[i] = raw[name](p, axis, keepdim) end
+  -- the pieces stored with their partials: the graph above them (a convolution) is then computed
+  -- once, where every later realize that reads it (a variance after a mean, the backward) would
+  -- compute it again (the sharded MNIST step ran each conv 8 times)
+  local both = table.move(x.pieces, 1, #x.pieces, 1, {})
+  table.move(partial, 1, #partial, #both + 1, both)
+  raw.realize_all(both)
   return new(all_reduce(partial, x.devices, combine[name]), x.devices, nil)
 end
 

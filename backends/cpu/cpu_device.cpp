@@ -79,9 +79,16 @@ private:
   uint64_t gen_ = 0;
 };
 
-ThreadPool& pool() {
-  static ThreadPool* p = new ThreadPool();
-  return *p;
+// One pool per lane (engine/realize.cpp runs the kernels of several devices at once, a lane
+// each): two lanes sharing one pool's job slot would run each other's kernels. Lanes are few and
+// kept, as the workers are.
+ThreadPool& pool(int lane) {
+  static std::mutex m;
+  static auto* pools = new std::vector<std::unique_ptr<ThreadPool>>();
+  std::lock_guard<std::mutex> lk(m);
+  while (static_cast<int>(pools->size()) <= lane)
+    pools->push_back(std::make_unique<ThreadPool>());
+  return *(*pools)[static_cast<size_t>(lane)];
 }
 
 using KernelFn = void (*)(void**, int, int);
@@ -105,7 +112,7 @@ public:
   void run(void** bufs, size_t, const Launch& launch) override {
     int cores = launch.cores;
     if (cores <= 1) return fn_(bufs, 0, 1);
-    pool().run(cores, [&](int core) { fn_(bufs, core, cores); });
+    pool(launch.lane).run(cores, [&](int core) { fn_(bufs, core, cores); });
   }
 
 private:
@@ -212,6 +219,7 @@ public:
   }
   // The host's limits, whichever language the kernels are written in: the probes are C.
   std::optional<DeviceLimits> measure_limits(int threads) override { return measure_host_limits(threads); }
+  bool runs_concurrently() const override { return true; }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.

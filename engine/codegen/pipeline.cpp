@@ -218,7 +218,7 @@ std::unique_ptr<CompiledKernel> compile_kernel(const ScheduleItem& item, const C
   return c;
 }
 
-double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads) {
+double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads, int lane) {
   std::vector<void*> ptrs;
   for (auto& b : item.bufs)
     ptrs.push_back(b->ptr());
@@ -241,7 +241,7 @@ double run_program(const CompiledKernel& c, const ScheduleItem& item, int thread
     ptrs.push_back(vars->ptr());
   }
   auto t0 = std::chrono::steady_clock::now();
-  Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size};
+  Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size, lane};
   if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -75,7 +75,7 @@ std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, c
                                             int64_t bytes = 0);
 
 // Runs a compiled kernel once on the item's buffers; returns the seconds it took.
-double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads);
+double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads, int lane = 0);
 
 // The linear program as a listing, one line per UOp: its number, the op (indented two spaces per
 // loop open, between RANGE and ENDRANGE), dtype, its sources by number, and its argument.

@@ -27,6 +27,29 @@ test(":schedule and :kernels name each piece's device", function()
   assert(log[#log - 1].device == "CPU" and log[#log].device == "CPU:1", "devices in the kernel log")
 end)
 
+test("kernels of two devices realized together (a lane each, engine/realize.cpp): values against Lua", function()
+  -- per device a chain of kernels that depend on each other (a sum broadcast back, then another)
+  local function chain(t) return ((t - t:mean(1, true)) ^ 2):softmax(1):cumsum(1) end
+  local a, b = Tensor.randn(64, 33):realize(), Tensor.randn(48, 33):to("CPU:1"):realize()
+  local ya, yb = chain(a), chain(b)
+  Tensor.realize_all({ ya, yb })
+  assert(yb.device == "CPU:1", "stays on its device")
+  for _, pair in ipairs({ { a, ya }, { b, yb } }) do
+    local rows, got = pair[1]:tolist(), pair[2]:tolist()
+    for i, r in ipairs(rows) do
+      local mean, sq, z, acc = 0, {}, 0, 0
+      for _, v in ipairs(r) do mean = mean + v / #r end
+      for j, v in ipairs(r) do sq[j] = (v - mean) ^ 2 end
+      local mx = math.max(table.unpack(sq))
+      for j = 1, #sq do z = z + math.exp(sq[j] - mx) end
+      for j = 1, #sq do
+        acc = acc + math.exp(sq[j] - mx) / z
+        assert(math.abs(got[i][j] - acc) <= 1e-5, ("row %d col %d: %g against %g"):format(i, j, got[i][j], acc))
+      end
+    end
+  end
+end)
+
 test("elementwise ops, with numbers, plain and replicated tensors, run per piece", function()
   local b = Tensor.arange(6):cast("float32")
   same(((m * 2 + 1):relu() - b):to("CPU"):tolist(), ((x * 2 + 1):relu() - b):tolist(), 1e-6)
