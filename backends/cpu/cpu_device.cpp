@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,10 @@ const std::vector<std::string> kFlags{"-O2", "-march=native", "-fPIC", "-fno-mat
 
 std::string cache_dir() { return cache_root() + "/kernels"; }
 
-// Workers that each run one share of a kernel; the calling thread runs share 0.
+// Workers that each run one share of a kernel; the calling thread runs share 0. Between
+// kernels a worker, and the caller waiting for the others, first spin for a while (kSpin) and
+// only then sleep: a TinyJit replay launches the next kernel within microseconds, and waking a
+// sleeping thread took longer than many of the MNIST step's kernels run.
 class ThreadPool {
 public:
   void run(int n, const std::function<void(int)>& job) {
@@ -46,37 +50,54 @@ public:
     }
     {
       std::lock_guard<std::mutex> lk(m_);
-      job_ = &job, cores_ = n, pending_ = n - 1, gen_++;
+      job_ = &job, cores_ = n;
+      pending_.store(n - 1, std::memory_order_relaxed);
+      gen_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
     job(0);
+    if (spin([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
     std::unique_lock<std::mutex> lk(m_);
-    done_.wait(lk, [&] { return pending_ == 0; });
+    done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   }
 
 private:
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+  // Polls ready() until it holds (true) or kSpin has passed (false).
+  template <class F> static bool spin(F ready) {
+    auto end = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; i++) {
+      if (ready()) return true;
+      __builtin_ia32_pause();
+      if (i % 64 == 63 && std::chrono::steady_clock::now() > end) return false;
+    }
+  }
   void work(int id) {
     uint64_t seen = 0;
     for (;;) {
       const std::function<void(int)>* job;
+      spin([&] { return gen_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> lk(m_);
-        cv_.wait(lk, [&] { return gen_ != seen; });
-        seen = gen_;
+        cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
+        seen = gen_.load(std::memory_order_relaxed);
         if (id >= cores_) continue;
         job = job_;
       }
       (*job)(id);
-      std::lock_guard<std::mutex> lk(m_);
-      if (--pending_ == 0) done_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lk(m_);
+        done_.notify_one();
+      }
     }
   }
   std::vector<std::thread> workers_; // never joined: the device lives until the process exits
   std::mutex m_;
   std::condition_variable cv_, done_;
   const std::function<void(int)>* job_ = nullptr;
-  int cores_ = 1, pending_ = 0;
-  uint64_t gen_ = 0;
+  int cores_ = 1;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> gen_{0};
 };
 
 // One pool per lane (engine/realize.cpp runs the kernels of several devices at once, a lane
