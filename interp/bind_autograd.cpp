@@ -132,7 +132,7 @@ int t_backward(lua_State* L) {
     lua_pushnil(L);
     while (lua_next(L, 2)) {
       lua_pop(L, 1);
-      if (Tensor* t = test_tensor(L, -1)) {
+      if (Tensor* t = tensor_underneath(L, -1)) {
         targets.push_back(t->uop);
         lua_pushvalue(L, -1);
         lua_rawseti(L, 3, static_cast<lua_Integer>(targets.size()));
@@ -149,7 +149,7 @@ int t_backward(lua_State* L) {
     lua_rawgeti(L, 3, static_cast<lua_Integer>(i + 1));
     int t = lua_gettop(L);
     Tensor g((*grads[i]));
-    g = g.cast(check_tensor(L, t).dtype());
+    g = g.cast(tensor_underneath(L, t)->dtype());
     get_attr(L, t, "grad");
     if (Tensor* old = test_tensor(L, -1)) g = old->add(g); // gradients accumulate, as in PyTorch
     lua_pop(L, 1);

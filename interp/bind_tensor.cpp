@@ -21,6 +21,15 @@ Tensor* test_tensor(lua_State* L, int idx) {
   return t && t->uop ? t : nullptr; // a collected tensor (see t_gc) is no tensor
 }
 
+Tensor* tensor_underneath(lua_State* L, int idx) {
+  if (Tensor* t = test_tensor(L, idx)) return t;
+  if (lua_type(L, idx) != LUA_TUSERDATA || luaL_getmetafield(L, idx, "__tensor_underneath") == LUA_TNIL)
+    return nullptr;
+  lua_pop(L, 1);
+  auto* t = static_cast<Tensor*>(lua_touserdata(L, idx));
+  return t->uop ? t : nullptr;
+}
+
 Tensor& check_tensor(lua_State* L, int idx) {
   auto* t = static_cast<Tensor*>(luaL_checkudata(L, idx, kTensorMeta));
   if (!t->uop) luaL_error(L, "Tensor: this tensor was garbage-collected");
@@ -263,11 +272,14 @@ int t_realize_all(lua_State* L) {
 
 // ---------------------------------------------------------------- operators and elementwise
 
-// A table with a metafield __tensor_binop on either side (a sharded tensor, stdlib/multi.lua)
-// takes the operator: __tensor_binop(name, a, b), name as the binding reports it ("Tensor +").
+// A value with a metafield __tensor_binop on either side (a sharded tensor, stdlib/multi.lua: a
+// table, or a tensor sharded in place by shard_) takes the operator: __tensor_binop(name, a, b),
+// name as the binding reports it ("Tensor +").
 bool defer_binop(lua_State* L) {
   for (int i : {1, 2}) {
-    if (lua_type(L, i) != LUA_TTABLE || luaL_getmetafield(L, i, "__tensor_binop") == LUA_TNIL) continue;
+    int t = lua_type(L, i);
+    if ((t != LUA_TTABLE && t != LUA_TUSERDATA) || luaL_getmetafield(L, i, "__tensor_binop") == LUA_TNIL)
+      continue;
     lua_pushstring(L, current_name(L));
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);

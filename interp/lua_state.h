@@ -55,6 +55,9 @@ lua_Integer max_index(lua_State* L, int idx);
 // ---- Tensor userdata (bind_tensor.cpp)
 inline constexpr const char* kTensorMeta = "Tensor";
 Tensor* test_tensor(lua_State* L, int idx); // nullptr if not a Tensor
+// Also a tensor sharded in place (x:shard_, stdlib/multi.lua): still a Tensor underneath, its
+// metatable marked __tensor_underneath. For autograd, whose gradient it keeps.
+Tensor* tensor_underneath(lua_State* L, int idx);
 Tensor& check_tensor(lua_State* L, int idx);
 void push_tensor(lua_State* L, Tensor t);
 void open_tensor(lua_State* L); // sets global Tensor

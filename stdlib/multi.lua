@@ -37,7 +37,7 @@ end
 
 -- ---------------------------------------------------------------- making and gathering
 
-local function shard(x, devices, axis)
+local function shard(x, devices, axis, copy)
   if type(devices) ~= "table" or #devices < 1 then error("shard: devices must be a list of device names", 3) end
   if axis then
     if math.type(axis) ~= "integer" then error("shard: axis must be an integer", 3) end
@@ -56,7 +56,7 @@ local function shard(x, devices, axis)
       arg[axis + 1] = { (i - 1) * n, i * n }
       part = x:shrink(arg)
     end
-    pieces[i] = part:to(d)
+    pieces[i] = copy and T._copy_to(part, T._check_device("shard_", d)) or part:to(d)
     devs[i] = pieces[i].device
   end
   return new(pieces, devs, axis)
@@ -500,10 +500,53 @@ end
 -- Tensor.relu) must route sharded tensors too. Measured: no cost on a 100-op chain (U2).
 hook()
 
+-- x:shard_(devices, {axis}): x itself becomes the sharded tensor, as tinygrad's shard_. A table
+-- cannot take a userdata's place in the variables that hold it, so x keeps its identity and gets
+-- a metatable of its own (a full userdata's metatable is its own: debug.setmetatable) that hands
+-- every field, method and operator to the sharded tensor it now stands for, and answers
+-- getmetatable with MT, so every check above takes it for one. Its gradient stays the plain
+-- tensor's (the pieces are copies of it, and gradients flow back through copies): x.grad and
+-- x.requires_grad are read and written on the tensor underneath.
+local standing = setmetatable({}, { __mode = "k" }) -- x -> the sharded tensor it stands for
+local TENSOR_MT = debug.getmetatable(T.zeros(1))
+local STAND = { __metatable = MT, __name = "Tensor", __tensor_underneath = true }
+local function underneath(x, f)
+  debug.setmetatable(x, TENSOR_MT)
+  local ok, r = pcall(f, x)
+  debug.setmetatable(x, STAND)
+  if not ok then error(r, 0) end
+  return r
+end
+local own = { grad = true, requires_grad = true }
+STAND.__index = function(x, k)
+  if own[k] then return underneath(x, function(t) return t[k] end) end
+  return standing[x][k]
+end
+STAND.__newindex = function(x, k, v)
+  if not own[k] then error(("a sharded tensor has no field '%s' to set"):format(tostring(k)), 2) end
+  underneath(x, function(t) t[k] = v end)
+end
+STAND.__gc = function(x) -- the plain tensor's finalizer, which checks its metatable
+  debug.setmetatable(x, TENSOR_MT)
+  TENSOR_MT.__gc(x)
+end
+for _, k in ipairs({ "__add", "__sub", "__mul", "__div", "__pow", "__idiv", "__mod", "__unm", "__tostring",
+  "__tensor_binop" }) do
+  STAND[k] = MT[k]
+end
+
 args.is_sharded = is_multi
 local M = { is_multi = is_multi }
 args.def(T, "shard", { "self", "devices", "axis" }, function(self, devices, axis)
   return shard(self, devices, axis)
 end)
 args.doc("shard", "a tensor split over devices along axis (or copied whole to each, axis nil); ops run per piece")
+args.def(T, "shard_", { "self", "devices", "axis" }, function(self, devices, axis)
+  if is_multi(self) then error("shard_: the tensor is sharded already", 2) end
+  local m = shard(self, devices, axis, true)
+  standing[self] = m
+  debug.setmetatable(self, STAND)
+  return self
+end)
+args.doc("shard_", "shard in place: x itself becomes the tensor split over devices (x.grad stays the whole tensor's)")
 return M

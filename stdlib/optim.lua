@@ -16,7 +16,7 @@ local function new(cls, params, lr)
   assert(type(params) == "table" and #params > 0, "an optimizer needs a non-empty list of parameters")
   local self = setmetatable({ params = {}, state = {} }, cls)
   for i, p in ipairs(params) do
-    assert(show.typeof(p) == "Tensor", ("parameter %d is not a Tensor"):format(i))
+    assert(args.is_tensor(p), ("parameter %d is not a Tensor"):format(i))
     p.requires_grad = true
     self.params[i] = p
   end

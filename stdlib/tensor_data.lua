@@ -11,16 +11,20 @@ def("clone", { "self" }, function(self) return self:contiguous() end)
 -- A copy on another device (through host memory), or x itself when it is there already. The
 -- gradient flows back through the copy: the output's gradient, copied to x's device.
 local copy_grad -- registered once (Tensor._grad_fn keeps each function for good)
-doc("to", "x on device, a copy through host memory (gradients flow back through it)")
-def("to", { "self", "device" }, function(self, device)
-  if type(device) ~= "string" then error("to: device must be a string", 0) end
-  device = T._check_device("to", device)
-  if device == self.device then return self end
+-- x copied into a new buffer on device (its own too: shard_'s pieces must not be x itself)
+function T._copy_to(self, device)
   local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
   local out = T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
   if T.no_grad then return out end
   copy_grad = copy_grad or T._grad_fn(function(g, x) return g:to(x.device) end)
   return T._custom_grad(out, { self }, copy_grad)
+end
+doc("to", "x on device, a copy through host memory (gradients flow back through it)")
+def("to", { "self", "device" }, function(self, device)
+  if type(device) ~= "string" then error("to: device must be a string", 0) end
+  device = T._check_device("to", device)
+  if device == self.device then return self end
+  return T._copy_to(self, device)
 end)
 doc("to_", "move x to device in place (only the default device exists for now)")
 def("to_", { "self", "device" }, function(self, device)

@@ -50,6 +50,40 @@ test("kernels of two devices realized together (a lane each, engine/realize.cpp)
   end
 end)
 
+test("shard_: the tensor itself becomes the sharded one; its gradient stays whole", function()
+  local t = Tensor.arange(12):reshape(4, 3):cast("float32"):realize()
+  local same_t = t
+  assert(t:shard_(devs, { axis = 0 }) == same_t, "shard_ returns the tensor itself")
+  assert(getmetatable(t) == getmetatable(m) and t.axis == 0 and #t.pieces == 2, "sharded along axis 0")
+  assert(t.pieces[2].device == "CPU:1", "a piece on CPU:1")
+  same(t:to("CPU"):tolist(), { { 0., 1., 2. }, { 3., 4., 5. }, { 6., 7., 8. }, { 9., 10., 11. } })
+  same((t * 2 + 1):sum(0):to("CPU"):tolist(), { 40., 48., 56. })
+  same((Tensor.ones(4, 3) + t):to("CPU"):tolist()[4], { 10., 11., 12. }) -- a plain tensor on the left
+  assert(tostring(t):find("sharded", 1, true), "printed as sharded")
+  H.errors(function() t:shard_(devs) end, "sharded already")
+  -- a weight replicated in place: its gradient is the whole tensor's, as if never sharded
+  local w = Tensor({ { 1, -2 }, { 3, 0.5 }, { -1, 2 } }):realize():requires_grad_()
+  local x = Tensor.arange(8):reshape(4, 2):cast("float32")
+  local want = x:matmul(Tensor({ { 1, 3, -1 }, { -2, 0.5, 2 } })):relu():sum()
+  w:shard_(devs)
+  local loss = x:shard(devs, { axis = 0 }):matmul(w:transpose()):relu():sum()
+  loss:backward()
+  assert(math.abs(loss:item() - want:item()) < 1e-5, "loss")
+  local wp = Tensor({ { 1, -2 }, { 3, 0.5 }, { -1, 2 } }):requires_grad_()
+  x:matmul(wp:transpose()):relu():sum():backward()
+  same(w.grad:tolist(), wp.grad:tolist())
+  -- an optimizer step updates every piece
+  local opt = optim.SGD({ w }, { lr = 0.1 })
+  opt:step()
+  local moved = (Tensor({ { 1, -2 }, { 3, 0.5 }, { -1, 2 } }) - wp.grad * 0.1):tolist()
+  for i = 1, 2 do
+    local got = w.pieces[i]:to("CPU"):tolist()
+    for r = 1, 3 do
+      for c = 1, 2 do assert(math.abs(got[r][c] - moved[r][c]) < 1e-6, ("piece %d at %d,%d"):format(i, r, c)) end
+    end
+  end
+end)
+
 test("elementwise ops, with numbers, plain and replicated tensors, run per piece", function()
   local b = Tensor.arange(6):cast("float32")
   same(((m * 2 + 1):relu() - b):to("CPU"):tolist(), ((x * 2 + 1):relu() - b):tolist(), 1e-6)

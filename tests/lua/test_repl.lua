@@ -186,9 +186,9 @@ test("completion of globals, table fields and tensor members", function()
   H.same(c, { "read_image", "realize", "realize_all", "rearrange", "reciprocal", "relu", "relu6", "repeat", "repeat_", "repeat_interleave",
     "replace", "requires_grad_", "reshape" })
   c = repl.complete("x_for_completion.sh") -- '.' offers properties and methods
-  H.same(c, { "shape", "shard", "shrink" })
+  H.same(c, { "shape", "shard", "shard_", "shrink" })
   c = repl.complete("x_for_completion:sh") -- ':' offers methods only
-  H.same(c, { "shard", "shrink" })
+  H.same(c, { "shard", "shard_", "shrink" })
   c = repl.complete("y = Tensor.ze")
   H.same(c, { "zeros", "zeros_like" })
   c = repl.complete("x_for_completion.uop.s")
