@@ -250,8 +250,9 @@ local function reduce(name, x, axis, keepdim)
   local partial = {}
   for i, p in ipairs(x.pieces) do partial[i] = raw[name](p, axis, keepdim) end
   -- the pieces stored with their partials: the graph above them (a convolution) is then computed
-  -- once, where every later realize that reads it (a variance after a mean, the backward) would
-  -- compute it again (the sharded MNIST step ran each conv 8 times)
+  -- once, where every later realize that reads them (a variance after a mean) would compute it
+  -- again (the sharded MNIST step ran each conv 8 times; its backward still recomputes what its
+  -- eager copies need, see Tensor:to)
   local both = table.move(x.pieces, 1, #x.pieces, 1, {})
   table.move(partial, 1, #partial, #both + 1, both)
   raw.realize_all(both)
