@@ -301,16 +301,41 @@ local function reshape(x, ...)
   return new(out, x.devices, at)
 end
 
--- x @ w with x cut along a dim other than the contracted one and w whole on every device: each
--- piece's product, cut the same way (a batch's rows, each device its share)
+-- x @ w with sharded operands, either side (tinygrad's multi-device matmul):
+-- - x cut along a dim other than the contracted one, w whole: each piece's product, cut the same
+--   way (a batch's rows, each device its share; data parallelism);
+-- - w cut along its columns, x whole: each device's columns of the product, cut along the last dim
+--   (a column-parallel linear layer);
+-- - the contracted dim cut (x along its last dim, w along its rows; a whole operand is cut to
+--   match): each device's partial product, summed across the devices by the ring all-reduce and
+--   whole on each (a row-parallel layer).
 local function matmul(x, w)
-  if is_multi(w) and w.axis ~= nil then error("matmul: the right operand must not be sharded", 3) end
-  if x.axis == x.ndim - 1 then error("matmul: the left operand is sharded along the contracted dim", 3) end
-  local out = {}
-  for i, p in ipairs(x.pieces) do
-    out[i] = raw.matmul(p, is_multi(w) and w.pieces[i] or w:to(x.devices[i]))
+  local xm, wm = is_multi(x), is_multi(w)
+  local xa, wa = xm and x.axis or nil, wm and w.axis or nil
+  local devices = xm and x.devices or w.devices
+  if xm and wm and #x.devices ~= #w.devices then error("matmul: operands sharded over different devices", 3) end
+  local w_rows = w.ndim >= 2 and w.ndim - 2 or 0 -- w's contracted dim
+  local xk, wk = xa ~= nil and xa == x.ndim - 1, wa ~= nil and wa == w_rows
+  local function whole(t) return is_multi(t) and t.pieces[1] or t end
+  if xk or wk then
+    if (xa ~= nil and not xk) or (wa ~= nil and not wk) then
+      error("matmul: one operand is cut along the contracted dim and the other along another dim", 3)
+    end
+    local xs = xk and x or shard(whole(x), devices, x.ndim - 1)
+    local ws = wk and w or shard(whole(w), devices, w_rows)
+    local partial = {}
+    for i = 1, #devices do partial[i] = raw.matmul(xs.pieces[i], ws.pieces[i]) end
+    return new(all_reduce(partial, devices, "add"), devices, nil)
   end
-  return new(out, x.devices, x.axis)
+  if xa ~= nil and wa ~= nil then error("matmul: both operands are cut (the left along a batch dim, the right along its columns)", 3) end
+  local out = {}
+  for i, d in ipairs(devices) do
+    out[i] = raw.matmul(xm and x.pieces[i] or x:to(d), wm and w.pieces[i] or w:to(d))
+  end
+  local axis = nil
+  if wa ~= nil then axis = out[1].ndim - 1 end             -- w's columns
+  if xa ~= nil then axis = xa + out[1].ndim - x.ndim end    -- x's batch or row dim, batch dims broadcast
+  return new(out, devices, axis)
 end
 
 local rules = {
@@ -438,7 +463,9 @@ end
 -- A primitive called with a sharded argument anywhere: its rule, else piece by piece.
 local function call(name, ...)
   local first = ...
-  if rules[name] and (is_multi(first) or name == "realize_all" or name == "assign") then return rules[name](...) end
+  if rules[name] and (is_multi(first) or name == "realize_all" or name == "assign" or name == "matmul") then
+    return rules[name](...)
+  end
   if not raw[name] then error(("Tensor.%s does not take sharded tensors yet"):format(name), 3) end
   return map(raw[name], table.pack(...), nil, broadcasting[name])
 end

@@ -50,6 +50,47 @@ test("kernels of two devices realized together (a lane each, engine/realize.cpp)
   end
 end)
 
+test("matmul with the right operand sharded, or the contracted dim: against one device, gradients too", function()
+  local a = (Tensor.arange(24):reshape(4, 6):cast("float32") - 11) / 5
+  local b = (Tensor.arange(48):reshape(6, 8):cast("float32") - 20) / 7
+  local want = a:matmul(b):tolist()
+  local function close(t, what)
+    local got = t:to("CPU"):tolist()
+    for i = 1, 4 do
+      for j = 1, 8 do assert(math.abs(got[i][j] - want[i][j]) < 1e-5, ("%s at %d,%d"):format(what, i, j)) end
+    end
+  end
+  local cols = a:matmul(b:shard(devs, { axis = 1 }))
+  assert(cols.axis == 1 and cols.pieces[2].shape[2] == 4, "w's columns: the product cut along its last dim")
+  close(cols, "column-parallel")
+  local rows = a:shard(devs, { axis = 1 }):matmul(b:shard(devs, { axis = 0 }))
+  assert(rows.axis == nil, "the contracted dim cut: the product whole on each device")
+  close(rows, "row-parallel")
+  close(a:shard(devs, { axis = 1 }):matmul(b), "x cut along the contracted dim, w whole")
+  close(a:matmul(b:shard(devs, { axis = 0 })), "w cut along its rows, x whole")
+  close(a:shard(devs):matmul(b:shard(devs, { axis = 1 })), "x replicated, w's columns")
+  H.errors(function() a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 0 })) end, "contracted dim and the other")
+  H.errors(function() a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 1 })) end, "both operands are cut")
+  -- gradients through a column-parallel then a row-parallel layer (a sharded MLP), as on one device
+  local w1 = b:detach():requires_grad_()
+  local w2 = ((Tensor.arange(16):reshape(8, 2):cast("float32") - 7) / 9):requires_grad_()
+  local h = a:matmul(w1:shard(devs, { axis = 1 })):relu()
+  local loss = h:matmul(w2:shard(devs, { axis = 0 })):square():sum()
+  loss:backward()
+  local v1, v2 = b:detach():requires_grad_(), w2:detach():requires_grad_()
+  local ref = a:matmul(v1):relu():matmul(v2):square():sum()
+  ref:backward()
+  assert(math.abs(loss:item() - ref:item()) < 1e-4 * math.abs(ref:item()), "loss")
+  for k, pair in ipairs({ { w1, v1 }, { w2, v2 } }) do
+    local got, exp = pair[1].grad:tolist(), pair[2].grad:tolist()
+    for i = 1, #exp do
+      for j = 1, #exp[i] do
+        assert(math.abs(got[i][j] - exp[i][j]) < 1e-4, ("w%d's gradient at %d,%d: %g vs %g"):format(k, i, j, got[i][j], exp[i][j]))
+      end
+    end
+  end
+end)
+
 test("shard_: the tensor itself becomes the sharded one; its gradient stays whole", function()
   local t = Tensor.arange(12):reshape(4, 3):cast("float32"):realize()
   local same_t = t
