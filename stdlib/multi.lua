@@ -272,8 +272,11 @@ local function local_shape(x, shape, axis)
   return s
 end
 
--- The new position of the sharded axis after a reshape: where the elements before it still end,
--- with the sharded dim itself unchanged; the pieces reshape to the new shape with their share
+-- The new position of the sharded axis after a reshape: the first dim (not of size 1) that starts
+-- where the elements before the sharded dim still end. The sharded dim may be split there or
+-- merged with the dims after it: each piece is a contiguous run of every such block, so it is
+-- that dim's share when the dim divides into the devices (8 cut over 2 devices as (2, 4): a row
+-- each; (4, 2) as 2 rows each; (3, ...) not at all). The pieces reshape with that dim divided.
 local function reshape(x, ...)
   local shape = list_of(...)
   if x.axis == nil then return map(function(p) return raw.reshape(p, shape) end, { x, n = 1 }) end
@@ -286,16 +289,20 @@ local function reshape(x, ...)
   if infer then s[infer] = numel(x.shape) // known end
   local before = 1
   for j = 1, x.axis do before = before * x.shape[j] end
-  local at, prod = nil, 1
+  local at, prod, n = nil, 1, #x.pieces
   for j = 1, #s do
-    if prod == before and s[j] == x.shape[x.axis + 1] then
-      at = j - 1
+    if prod == before and s[j] ~= 1 then
+      if s[j] % n == 0 then at = j - 1 end
       break
     end
     prod = prod * s[j]
   end
-  if not at then error(("reshape: (%s) splits or merges the sharded dim %d"):format(table.concat(s, ", "), x.axis), 3) end
-  local ls = local_shape(x, s, at)
+  if not at then
+    error(("reshape: (%s) does not keep the sharded dim %d (%d) in %d equal runs"):format(table.concat(s, ", "),
+      x.axis, x.shape[x.axis + 1], n), 3)
+  end
+  local ls = table.move(s, 1, #s, 1, {})
+  ls[at + 1] = s[at + 1] // n
   local out = {}
   for i, p in ipairs(x.pieces) do out[i] = raw.reshape(p, ls) end
   return new(out, x.devices, at)

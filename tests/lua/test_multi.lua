@@ -151,7 +151,17 @@ test("movement ops and a matmul with whole weights keep track of the sharded axi
   same(m:reshape(4, 2, 3):permute(1, 0, 2):to("CPU"):tolist(), x:reshape(4, 2, 3):permute(1, 0, 2):tolist())
   same(m:unsqueeze(0):transpose(0, 1):flatten(1):to("CPU"):tolist(), x:unsqueeze(0):transpose(0, 1):flatten(1):tolist())
   same(m:reshape(4, 1, 6):expand(4, 3, 6):sum(1):to("CPU"):tolist(), (x * 3):tolist(), 1e-5)
-  H.errors(function() return m:reshape(2, 12) end, "splits or merges the sharded dim")
+  -- the sharded dim split or merged with the dims after it, where each device keeps equal runs
+  for _, s in ipairs({ { 2, 12 }, { 2, 2, 6 }, { 24 }, { 1, 4, 3, 2 } }) do
+    local r = m:reshape(s)
+    assert(r.pieces[1].device == "CPU" and r.pieces[2].device == "CPU:1", "pieces stay on their devices")
+    same(r:to("CPU"):tolist(), x:reshape(s):tolist())
+  end
+  local by_cols = x:shard(devs, { axis = 1 })
+  same(by_cols:reshape(4, 2, 3):to("CPU"):tolist(), x:reshape(4, 2, 3):tolist())
+  assert(by_cols:reshape(4, 2, 3).axis == 1, "the split dim's first part is the sharded one")
+  H.errors(function() return m:reshape(3, 8) end, "in 2 equal runs")
+  H.errors(function() return by_cols:reshape(24) end, "in 2 equal runs")
 end)
 
 test("gradients flow through the pieces and the copies to the tensor that was sharded", function()
