@@ -364,7 +364,17 @@ local rules = {
     for j = 1, x.ndim do a[j] = arg[j] end
     local r = a[x.axis + 1]
     if r and (r[1] ~= 0 or r[2] ~= x.shape[x.axis + 1]) then
-      error("shrink: the sharded dim is kept whole (gather it first to cut it)", 3)
+      -- a cut within one device's piece is that piece's cut: a plain tensor on that device
+      local size = x.pieces[1].shape[x.axis + 1]
+      local i = r[1] // size
+      if r[2] > r[1] and (r[2] - 1) // size == i then
+        local b = {}
+        for j = 1, x.ndim do b[j] = a[j] or { 0, x.shape[j] } end
+        b[x.axis + 1] = { r[1] - i * size, r[2] - i * size }
+        return raw.shrink(x.pieces[i + 1], b)
+      end
+      error(("shrink: %d..%d of the sharded dim spans several devices' pieces (gather it first to cut it)")
+        :format(r[1], r[2]), 3)
     end
     a[x.axis + 1] = { 0, x.pieces[1].shape[x.axis + 1] }
     for j = 1, x.ndim do a[j] = a[j] or { 0, x.pieces[1].shape[j] } end

@@ -160,6 +160,12 @@ test("movement ops and a matmul with whole weights keep track of the sharded axi
   local by_cols = x:shard(devs, { axis = 1 })
   same(by_cols:reshape(4, 2, 3):to("CPU"):tolist(), x:reshape(4, 2, 3):tolist())
   assert(by_cols:reshape(4, 2, 3).axis == 1, "the split dim's first part is the sharded one")
+  -- a cut of the sharded dim within one device's piece is that piece's cut, on that device
+  local cut = m:shrink({ { 3, 4 }, { 1, 5 } })
+  assert(show.typeof(cut) == "Tensor" and cut.device == "CPU:1", "a plain tensor on CPU:1")
+  same(cut:to("CPU"):tolist(), x:shrink({ { 3, 4 }, { 1, 5 } }):tolist())
+  same(m:shrink({ { 0, 2 }, nil }):tolist(), x:shrink({ { 0, 2 }, { 0, 6 } }):tolist())
+  H.errors(function() return m:shrink({ { 1, 3 }, nil }) end, "spans several devices' pieces")
   H.errors(function() return m:reshape(3, 8) end, "in 2 equal runs")
   H.errors(function() return by_cols:reshape(24) end, "in 2 equal runs")
 end)
