@@ -69,6 +69,7 @@ static void print_run(const KernelInfo& info, double s, int64_t count) {
 // (their values go in a buffer made at launch), and a core per lane at least. Else empty.
 static std::vector<std::string> concurrent_devices(const std::vector<ScheduleItem>& items, int threads) {
   std::vector<std::string> devs;
+  if (threads < 2) return devs;
   for (auto& item : items) {
     const std::string& d = item.bufs.at(0)->device;
     for (auto& b : item.bufs)
@@ -79,7 +80,7 @@ static std::vector<std::string> concurrent_devices(const std::vector<ScheduleIte
       devs.push_back(d);
     }
   }
-  if (devs.size() < 2 || threads < 2) return {};
+  if (devs.size() < 2) return {};
   return devs;
 }
 

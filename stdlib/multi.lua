@@ -554,7 +554,8 @@ hook()
 -- x.requires_grad are read and written on the tensor underneath.
 local standing = setmetatable({}, { __mode = "k" }) -- x -> the sharded tensor it stands for
 local TENSOR_MT = debug.getmetatable(T.zeros(1))
-local STAND = { __metatable = MT, __name = "Tensor", __tensor_underneath = true }
+-- __name: a binding that meets it says "Tensor expected, got sharded Tensor"
+local STAND = { __metatable = MT, __name = "sharded Tensor", __tensor_underneath = true }
 local function underneath(x, f)
   debug.setmetatable(x, TENSOR_MT)
   local ok, r = pcall(f, x)
