@@ -248,9 +248,15 @@ Tensor Tensor::randn(const Shape& shape, DType dtype) {
 }
 
 Tensor Tensor::contiguous() const {
-  Tensor r(resolve_realized(uop));
-  if (r.uop->op == Ops::BUFFER || (r.uop->op == Ops::RESHAPE && r.uop->src[0]->op == Ops::BUFFER))
-    return Tensor(keep_for_grad(uop, r.uop));
+  // Already a buffer, or a reshape of one: nothing to copy. Only the node and a reshape's source
+  // are looked up, not the whole graph below (resolve_realized walks all of it, and a Winograd
+  // convolution calls this a dozen times on one growing graph: 4% of a step). A node that only a
+  // deeper resolve would find computed gets a CONTIGUOUS that the scheduler resolves the same way.
+  UOpRef r = uop->cached() ? uop->cached() : uop;
+  if (r->op == Ops::RESHAPE)
+    if (UOpRef below = r->src[0]->cached()) r = r->replace_src({below});
+  if (r->op == Ops::BUFFER || (r->op == Ops::RESHAPE && r->src[0]->op == Ops::BUFFER))
+    return Tensor(keep_for_grad(uop, r));
   return Tensor(UOp::make(Ops::CONTIGUOUS, dtype(), {uop}));
 }
 
