@@ -47,17 +47,15 @@ void Buffer::add_requires_grad(int delta) {
   grad_buffer_count() += (requires_grad_ > 0) - (before > 0);
 }
 
-namespace {
 // "CPU:0" is "CPU": each device's first instance goes by its plain name, so that tensors made on
 // "CPU" and on "CPU:0" meet in one kernel.
-std::string canonical(std::string name) {
+std::string canonical_device(std::string name) {
   if (name.size() > 2 && name.compare(name.size() - 2, 2, ":0") == 0) name.resize(name.size() - 2);
   return name;
 }
-} // namespace
 
 Buffer::Buffer(std::string device, DType dtype, size_t size)
-    : device(canonical(std::move(device))), dtype(dtype), size(size), id_(next_buffer_id++) {}
+    : device(canonical_device(std::move(device))), dtype(dtype), size(size), id_(next_buffer_id++) {}
 
 Buffer::~Buffer() {
   if (requires_grad_ > 0) grad_buffer_count()--;
@@ -98,7 +96,7 @@ bool register_device(const std::string& name, DeviceFactory f) {
 
 Device& get_device(const std::string& full) {
   auto& r = reg();
-  std::string name = canonical(full);
+  std::string name = canonical_device(full);
   if (auto it = r.live.find(name); it != r.live.end()) return *it->second;
   auto f = r.factories.find(name);
   // "CPU:1", "CL:2": another instance of that device, with its own buffers and compiled kernels

@@ -120,6 +120,9 @@ public:
   // Whether its programs may run on another thread while a program of another device runs (the
   // host CPU's compiled C: yes; a device written in Lua, or a GPU queue: no).
   virtual bool runs_concurrently() const { return false; }
+  // Whether its buffers are plain host memory (the host CPU's C and LLVM devices): a kernel of one
+  // such device may read another's buffer in place, so a copy between them is a kernel.
+  virtual bool host_memory() const { return false; }
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;
@@ -131,5 +134,7 @@ std::vector<std::string> device_names();
 Device& check_runnable(const std::string& name);
 // "CPU" unless DEV/CLANG say otherwise.
 std::string default_device();
+// The name a device's buffers carry: "CPU:0" is "CPU".
+std::string canonical_device(std::string name);
 
 } // namespace mg

@@ -22,6 +22,7 @@ namespace mg {
   X(BUFFER,        Buffer,   0,    false, Given, None)                                                       \
   X(CONTIGUOUS,    Meta,     kAny, false, Src0,  None) /* an assign carries a unique tag as src[1] */         \
   X(DETACH,        Meta,     1,    false, Src0,  None)                                                       \
+  X(COPY,          Meta,     1,    false, Src0,  None) /* src[0]'s value on the device the arg names (a transfer) */ \
   X(CUSTOM_GRAD,   Meta,     kAny, false, Src0,  None) /* src[0]'s value; src[1..] get gradients from a registered function */ \
   X(BIND,          Meta,     2,    false, Src0,  None) /* a Variable (src[0], a DEFINE_VAR) given a value (src[1], a CONST) */ \
   X(REALIZED,      Meta,     2,    false, Src0,  None) /* src[0]: the buffer view holding the value; src[1]: the graph it came from (gradients flow there) */ \

@@ -2,9 +2,12 @@
 #include "engine/roofline.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "engine/kernel_cache.h"
 #include "engine/settings.h"
@@ -51,29 +54,31 @@ void replay(const std::vector<ScheduleItem>& items,
 
 // DEBUG=2: one line per kernel run, with its share of the limit that binds it (engine/roofline.h)
 // where the device has measured limits.
-static void print_run(const KernelInfo& info, double s, int64_t count) {
+static void print_run(const ScheduleItem& item, const KernelInfo& info, double s, int64_t count) {
   std::string opts;
   for (auto& o : info.opts)
     opts += " " + o;
   auto point = roofline_of(info, s, settings().threads);
+  // a copy between devices says so, as tinygrad's "copy 1024, CPU:1 <- CPU"
+  std::string name = item.reason == boundary::copy
+                         ? "copy " + item.bufs[1]->device + " -> " + item.bufs[0]->device
+                         : info.name;
   std::printf("*** %-4s %4lld %-24s out %-16s %9.3f ms %8.2f GFLOPS %8.2f GB/s %-17s %s\n",
-              info.device.c_str(), static_cast<long long>(count), info.name.c_str(),
+              info.device.c_str(), static_cast<long long>(count), name.c_str(),
               shape_str(info.out_shape).c_str(), s * 1e3, s > 0 ? info.flops / s * 1e-9 : 0.0,
               s > 0 ? info.bytes / s * 1e-9 : 0.0, point ? share_text(*point).c_str() : "",
               opts.empty() ? " (no opts)" : opts.c_str());
 }
 
 // The items' devices, in order of first use, where the items may run on one lane per device at
-// once: two or more devices that all run concurrently, each item on one device only (a sharded
-// tensor's pieces: the copies between devices are realized before, see Tensor:to), no Variables
-// (their values go in a buffer made at launch), and a core per lane at least. Else empty.
+// once: two or more devices that all run concurrently (an item runs on the lane of the device it
+// writes; a copy between devices reads the other's buffer in place), no Variables (their values go
+// in a buffer made at launch), and a core per lane at least. Else empty.
 static std::vector<std::string> concurrent_devices(const std::vector<ScheduleItem>& items, int threads) {
   std::vector<std::string> devs;
   if (threads < 2) return devs;
   for (auto& item : items) {
     const std::string& d = item.bufs.at(0)->device;
-    for (auto& b : item.bufs)
-      if (b->device != d) return {};
     if (!item.var_vals.empty()) return {};
     if (std::find(devs.begin(), devs.end(), d) == devs.end()) {
       if (!get_device(d).runs_concurrently()) return {};
@@ -84,9 +89,33 @@ static std::vector<std::string> concurrent_devices(const std::vector<ScheduleIte
   return devs;
 }
 
-// Runs each device's items in their order on a lane of its own (the first on this thread), with
-// an equal share of the threads; returns each item's seconds. Compiling and allocating happen
-// here first: both may call back into the interpreter (BEAM's cache, the collector's hook).
+// For each item, the earlier items it must follow: the last writer of each buffer it touches, and
+// where it writes a buffer, the readers of it since (an item writes bufs[0] and reads the rest).
+// Kernels share nothing but buffers, so any order that keeps these gives the same values.
+static std::vector<std::vector<size_t>> buffer_deps(const std::vector<ScheduleItem>& items) {
+  std::unordered_map<const Buffer*, size_t> writer;
+  std::unordered_map<const Buffer*, std::vector<size_t>> readers;
+  std::vector<std::vector<size_t>> deps(items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    const auto& bufs = items[i].bufs;
+    for (auto& b : bufs)
+      if (auto w = writer.find(b.get()); w != writer.end()) deps[i].push_back(w->second);
+    for (size_t r : readers[bufs[0].get()])
+      deps[i].push_back(r);
+    for (size_t k = 1; k < bufs.size(); k++)
+      readers[bufs[k].get()].push_back(i);
+    writer[bufs[0].get()] = i;
+    readers[bufs[0].get()].clear();
+  }
+  return deps;
+}
+
+// Runs each device's items on a lane of its own (the first on this thread), with an equal share
+// of the threads; returns each item's seconds. A lane takes its first item, in schedule order,
+// whose dependencies (buffer_deps) have run, so that one device's work never waits behind a copy
+// from the other that the schedule happened to list first (a ring all-reduce lists one device's
+// partial sum before the other's). Compiling and allocating happen here first: both may call back
+// into the interpreter (BEAM's cache, the collector's hook).
 static std::vector<double> run_lanes(const std::vector<ScheduleItem>& items,
                                      const std::vector<const CompiledKernel*>& cs,
                                      const std::vector<std::string>& devs, int threads) {
@@ -95,18 +124,50 @@ static std::vector<double> run_lanes(const std::vector<ScheduleItem>& items,
       b->ptr();
   int lanes = static_cast<int>(std::min<size_t>(devs.size(), static_cast<size_t>(threads)));
   int per_lane = std::max(1, threads / lanes);
+  std::vector<std::vector<size_t>> todo(static_cast<size_t>(lanes)); // each lane's items, in order
+  for (size_t i = 0; i < items.size(); i++) {
+    auto at = std::find(devs.begin(), devs.end(), items[i].bufs[0]->device) - devs.begin();
+    todo[static_cast<size_t>(at % lanes)].push_back(i);
+  }
+  auto deps = buffer_deps(items);
   std::vector<double> seconds(items.size());
   std::vector<std::exception_ptr> errors(static_cast<size_t>(lanes));
-  auto lane_of = [&](const ScheduleItem& item) {
-    auto at = std::find(devs.begin(), devs.end(), item.bufs[0]->device) - devs.begin();
-    return static_cast<int>(at % lanes);
-  };
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<char> finished(items.size(), 0);
+  bool failed = false; // a lane stopped: the others must not wait for its items
   auto run_lane = [&](int lane) {
+    std::vector<size_t>& mine = todo[static_cast<size_t>(lane)];
     try {
-      for (size_t i = 0; i < items.size(); i++)
-        if (lane_of(items[i]) == lane) seconds[i] = run_program(*cs[i], items[i], per_lane, lane);
+      while (!mine.empty()) {
+        size_t next = 0;
+        {
+          std::unique_lock<std::mutex> lock(m);
+          auto ready = [&](size_t i) {
+            return std::all_of(deps[i].begin(), deps[i].end(), [&](size_t j) { return finished[j] != 0; });
+          };
+          std::vector<size_t>::iterator it;
+          cv.wait(lock, [&] {
+            return failed || (it = std::find_if(mine.begin(), mine.end(), ready)) != mine.end();
+          });
+          if (failed) return;
+          next = *it;
+          mine.erase(it);
+        }
+        seconds[next] = run_program(*cs[next], items[next], per_lane, lane);
+        {
+          std::lock_guard<std::mutex> lock(m);
+          finished[next] = 1;
+        }
+        cv.notify_all();
+      }
     } catch (...) {
       errors[static_cast<size_t>(lane)] = std::current_exception();
+      {
+        std::lock_guard<std::mutex> lock(m);
+        failed = true;
+      }
+      cv.notify_all();
     }
   };
   {
@@ -145,7 +206,7 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     gc.time_sum_s += s;
     gc.global_ops += c.info.flops;
     gc.global_mem += c.info.bytes;
-    if (settings().debug >= 2) print_run(c.info, s, gc.kernel_count);
+    if (settings().debug >= 2) print_run(item, c.info, s, gc.kernel_count);
   }
   return runs;
 }

@@ -151,13 +151,14 @@ std::shared_ptr<Buffer> assign_target(const UOp* u) {
 }
 
 // A kernel that copies `from` into `to` (same dtype and size).
-ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from) {
+ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from,
+                       const char* why = boundary::assign_copy) {
   UOpRef view = view_uop(ShapeTracker::contiguous({static_cast<int64_t>(to->size)}));
   UOpRef load =
       UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
   UOpRef store = UOp::make(Ops::STORE, DType::Void,
                            {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
-  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, boundary::assign_copy};
+  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, why};
 }
 
 // `ast` with DEFINE_GLOBAL `from` made 0 (loads from the output buffer) and those above it
@@ -283,6 +284,10 @@ struct Scheduler {
   // they have no home of their own yet, and run where their first reader runs. Each maps to the
   // floating buffers its kernel reads, which move with it.
   std::unordered_map<const Buffer*, std::vector<Buffer*>> floating;
+  // Those buffers, settled or not: one such node is one kernel per schedule (hash-consing makes equal
+  // constants one node), so where graphs of several host-memory devices share it (a gradient's
+  // constant seed after copies between devices), the kernels of the others read it in place.
+  std::unordered_set<const Buffer*> constant_bufs;
   void settle(Buffer* b, const std::string& device);
   // Nodes realized by a kernel that reads no buffer (a constant): not cached on the node, which
   // every equal constant shares (hash-consing). Their buffer lives on one device, and the same
@@ -294,6 +299,9 @@ struct Scheduler {
   // Schedules `u` as a kernel (after its dependencies) and returns its buffer view; `why` is
   // one of boundary::*.
   UOpRef realize(const UOpRef& u, const char* why);
+  // Schedules a COPY: its source into a buffer on its own device, then a copy kernel on the
+  // destination's. Returns the destination's buffer view.
+  UOpRef transfer(const UOpRef& u);
 };
 
 struct KernelBuilder {
@@ -436,6 +444,8 @@ struct KernelBuilder {
       return UOp::make(Ops::CONST, u->dtype, {view_uop(view_through({}, path, in_reduce))}, u->arg);
     case Ops::DETACH:
       return walk(u->src[0], path, in_reduce);
+    case Ops::COPY:
+      return leaf(s.transfer(u), path, in_reduce);
     case Ops::CONTIGUOUS:
       if (u.get() == root) return walk(u->src[0], path, in_reduce);
       return leaf(s.realize(u, assign_target(u.get()) ? boundary::assign : contiguous_reason(*u)), path,
@@ -492,25 +502,38 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   // or where the tensor it assigns to lives.
   bool homed = target != nullptr;
   if (target && !region) out->device = target->device;
-  std::vector<Buffer*> floats;
+  std::vector<Buffer*> floats, constants_read;
+  auto mismatch = [&](const Buffer* b) {
+    return std::invalid_argument(
+        std::string(target ? "an assign to a tensor on " : "a kernel reads tensors on ") + out->device +
+        (target ? " reads one on " : " and on ") + b->device + ": move one with :to(\"" + out->device +
+        "\") first");
+  };
   for (size_t i = 1; i < kb.bufs.size(); i++) {
     Buffer* b = kb.bufs[i].get();
     if (floating.count(b)) {
       floats.push_back(b);
       continue;
     }
+    if (constant_bufs.count(b)) { // settled by another reader: the kernel's home comes from the rest
+      constants_read.push_back(b);
+      continue;
+    }
     if (!homed) out->device = b->device, homed = true;
-    if (b->device != out->device)
-      throw std::invalid_argument(
-          std::string(target ? "an assign to a tensor on " : "a kernel reads tensors on ") + out->device +
-          (target ? " reads one on " : " and on ") + b->device + ": move one with :to(\"" + out->device +
-          "\") first");
+    if (b->device != out->device) throw mismatch(b);
   }
+  if (!homed && !constants_read.empty()) out->device = constants_read[0]->device, homed = true;
+  for (const Buffer* b : constants_read)
+    if (b->device != out->device &&
+        !(get_device(b->device).host_memory() && get_device(out->device).host_memory()))
+      throw mismatch(b);
   if (homed)
     for (Buffer* b : floats)
       settle(b, out->device);
-  else
+  else {
     floating[out.get()] = std::move(floats);
+    constant_bufs.insert(out.get());
+  }
   const UOp* base = nullptr;
   ShapeTracker store_st = region ? kb.buffer_st(region, {}, true, base) : kb.view_through(u->shape, {}, true);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
@@ -538,6 +561,28 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   } else if (commit) {
     constants.insert(u.get());
   }
+  return bv;
+}
+
+// The copy kernel runs on the destination device and reads the source's buffer in place (both are
+// host memory: Tensor::copy_to checks), so the source needs a buffer of its own, whole and in order:
+// a view of one (a slice, a transpose) or a computed value gets a kernel on its device first.
+UOpRef Scheduler::transfer(const UOpRef& u) {
+  if (auto it = done.find(u.get()); it != done.end()) return it->second;
+  const UOpRef& x = u->src[0];
+  if (is_symbolic(u->shape)) user_error("a copy to another device needs a shape without Variables");
+  UOpRef from = x->op == Ops::COPY ? transfer(x) : x->cached() ? x->cached() : x;
+  auto whole = [](const UOp* v) {
+    return v->op == Ops::BUFFER || (v->op == Ops::RESHAPE && v->src[0]->op == Ops::BUFFER);
+  };
+  if (!whole(from.get())) from = realize(x, boundary::copy_source);
+  std::shared_ptr<Buffer> src = from->op == Ops::BUFFER ? from->buffer() : from->src[0]->buffer();
+  auto out =
+      std::make_shared<Buffer>(std::get<std::string>(u->arg), u->dtype, static_cast<size_t>(u->max_numel()));
+  items.push_back(copy_item(out, src, boundary::copy));
+  UOpRef bv = buffer_view(out, u);
+  done[u.get()] = bv;
+  if (commit) u->set_cached(bv);
   return bv;
 }
 
@@ -651,6 +696,8 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
     if (u->max_numel() == 0 && !is_buffer_view(u.get())) { // an empty tensor needs no work
       auto b = std::make_shared<Buffer>(default_device(), u->dtype, 0);
       bv = UOp::make(Ops::RESHAPE, u->dtype, {UOp::make(Ops::BUFFER, u->dtype, {}, b)}, u->shape);
+    } else if (u->op == Ops::COPY) { // the copy's own buffer is the output
+      bv = s.transfer(u);
     } else if (!is_buffer_view(u.get())) {
       bv = s.realize(u, assign_target(u.get()) ? boundary::assign : why);
       if (auto target = assign_target(u.get()); target && u->src.size() != 3) bv = buffer_view(target, u);

@@ -33,6 +33,8 @@ inline constexpr const char* pack =
     "a matmul's operand copied into panels, so the matmul's loop reads it in order (engine/pack.h)";
 inline constexpr const char* operand =
     "a matmul's broadcast operand, computed once instead of once per tile (engine/pack.h)";
+inline constexpr const char* copy = "a copy to another device (Tensor:to)";
+inline constexpr const char* copy_source = "copied to another device: computed on its own first";
 inline constexpr const char* recompute =
     "costly elementwise math broadcast into its reader (computed once, not once per use)";
 } // namespace boundary

@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_set>
 
 #include <unistd.h>
 
@@ -151,9 +152,24 @@ double uniform01() { // 24 random bits: exactly representable in float32, in [0,
 }
 } // namespace
 
+bool Tensor::placed() const {
+  auto on_device = [](const UOp* u) { return u->op == Ops::BUFFER || u->op == Ops::COPY || u->cached(); };
+  return on_device(uop.get()) || reaches(uop.get(), on_device, [](const UOp*) { return true; });
+}
+
+// The device of the first buffer or copy the walk from the root meets: a COPY's value lives on the
+// device it names, whatever lies below it.
 std::string Tensor::device() const {
-  for (const UOp* u : toposort(uop.get()))
+  std::unordered_set<const UOp*> seen;
+  std::vector<const UOp*> todo{uop.get()};
+  while (!todo.empty()) {
+    const UOp* u = todo.back();
+    todo.pop_back();
     if (u->op == Ops::BUFFER) return u->buffer()->device;
+    if (u->op == Ops::COPY) return std::get<std::string>(u->arg);
+    for (auto it = u->src.rbegin(); it != u->src.rend(); ++it)
+      if (seen.insert(it->get()).second) todo.push_back(it->get());
+  }
   return default_device();
 }
 

@@ -126,6 +126,12 @@ public:
   Tensor log_softmax(int64_t axis = -1) const;
   Tensor contiguous() const;
   Tensor detach() const; // the same values, with no gradient flowing back through it
+  // The same values on another device: a COPY node, done lazily by a kernel of that device after
+  // x's own (both devices' buffers must be host memory: Device::host_memory). Gradients flow back.
+  // A constant (a graph that reads no buffer, no copy and no realized value) has no device: it is
+  // computed inline wherever it is used, so copy_to returns it as it is.
+  Tensor copy_to(const std::string& device) const;
+  bool placed() const; // reads some buffer: has a device of its own
   // This tensor now stands for v (same shape; cast to this dtype). When this tensor is a
   // realized buffer, the next realize writes v into that same buffer (in place), so the buffer
   // keeps its identity across optimizer steps (TinyJit replays kernels on it).

@@ -310,6 +310,14 @@ Tensor Tensor::detach() const {
   return Tensor(UOp::make(Ops::DETACH, dtype(), {uop->op == Ops::REALIZED ? uop->src[0] : uop}));
 }
 
+Tensor Tensor::copy_to(const std::string& to) const {
+  std::string from = device(), dest = canonical_device(to);
+  if (dest == from || !placed()) return *this;
+  if (!get_device(from).host_memory() || !get_device(dest).host_memory())
+    user_error("copy_to: a lazy copy needs host-memory devices on both sides (" + from + " -> " + dest + ")");
+  return Tensor(UOp::make(Ops::COPY, dtype(), {uop}, dest));
+}
+
 Tensor Tensor::movement(Ops op, Arg arg) const {
   Tensor r(UOp::make(op, dtype(), {uop}, std::move(arg)));
   checked_numel(r.shape()); // expand and pad can name more elements than int64 counts

@@ -568,6 +568,20 @@ int t_contiguous(lua_State* L) {
   return 1;
 }
 
+// x:_copy(device): x on device as a COPY in the graph (Tensor::copy_to), where both devices hold
+// host memory and x has a device (reads a buffer); else nil (Tensor:to copies through the host
+// then, realizing a constant where it was made)
+int t_copy(lua_State* L) {
+  const Tensor& x = check_tensor(L, 1);
+  std::string to = canonical_device(luaL_checkstring(L, 2));
+  if (!x.placed() || !get_device(x.device()).host_memory() || !get_device(to).host_memory()) {
+    lua_pushnil(L);
+    return 1;
+  }
+  push_tensor(L, x.copy_to(to));
+  return 1;
+}
+
 int t_realize(lua_State* L) {
   check_tensor(L, 1).realize();
   lua_settop(L, 1);
@@ -854,6 +868,7 @@ const Binding kMethods[] = {
     {"Tensor:slice", t_slice},
     // running and reading back
     {"Tensor:contiguous", t_contiguous},
+    {"Tensor:_copy", t_copy},
     {"Tensor:realize", t_realize},
     {"Tensor:tolist", t_tolist},
     {"Tensor:item", t_item},

@@ -409,8 +409,17 @@ int device_machine_fn(lua_State* L) {
   return 2;
 }
 
+// Device.host_memory(name): whether the device's buffers are host memory (CPU:n, LLVM:n), so that
+// copies between such devices are lazy kernels (Tensor:to)
+int device_host_memory_fn(lua_State* L) {
+  lua_pushboolean(L, get_device(canonical_device(luaL_checkstring(L, 1))).host_memory());
+  return 1;
+}
+
 const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};
-const Binding kDeviceFns[] = {{"Device.names", device_names_fn}, {"Device.machine", device_machine_fn}};
+const Binding kDeviceFns[] = {{"Device.names", device_names_fn},
+                              {"Device.machine", device_machine_fn},
+                              {"Device.host_memory", device_host_memory_fn}};
 const Binding kShowSetting[] = {{"show.setting", show_setting}};
 const Binding kDeviceIndex{"Device", device_index};
 const Binding kDeviceNewindex{"Device.DEFAULT", device_newindex};

@@ -35,6 +35,18 @@ local function new(pieces, devices, axis)
     ndim = #pieces[1].shape, dtype = pieces[1].dtype }, MT)
 end
 
+-- Whether a copy between these devices is made at once (Tensor:to realizes what it copies, alone):
+-- any device whose buffers are not host memory (CL, VULKAN). Between CPU:n and LLVM:n the copies
+-- are lazy graph nodes, and one realize runs every device's kernels and copies on lanes of their
+-- own; with eager copies, what several copies read is realized together first, else each copy's
+-- realize would compute its shared graph again.
+local function eager(devices)
+  for _, d in ipairs(devices) do
+    if not Device.host_memory(d) then return true end
+  end
+  return false
+end
+
 -- ---------------------------------------------------------------- making and gathering
 
 local function shard(x, devices, axis, copy)
@@ -66,7 +78,7 @@ end
 local function gather(m, device)
   device = device or m.devices[1]
   if m.axis == nil then return m.pieces[1]:to(device) end
-  raw.realize_all(m.pieces) -- together: each device's kernels on a lane of their own (engine/realize.cpp)
+  if eager(m.devices) then raw.realize_all(m.pieces) end
   local moved = {}
   for i, p in ipairs(m.pieces) do moved[i] = p:to(device) end
   return #moved == 1 and moved[1] or moved[1]:cat(table.unpack(moved, 2, #moved), { dim = m.axis })
@@ -169,9 +181,7 @@ end
 all_reduce = function(parts, devices, op)
   local n, count = #parts, numel(parts[1].shape)
   if n == 1 then return parts end
-  -- the partial results computed together, each device on a lane of its own
-  -- (engine/realize.cpp), before the copies (each copy realizes what it copies alone)
-  raw.realize_all(parts)
+  if eager(devices) then raw.realize_all(parts) end
   if count < n then
     local out = {}
     for i, d in ipairs(devices) do
@@ -197,7 +207,7 @@ all_reduce = function(parts, devices, op)
     for s = first_step, first_step + n - 2 do
       local sent = {}
       for i = 1, n do sent[i] = chunks[i][(i - s) % n + 1] end
-      raw.realize_all(sent)
+      if eager(devices) then raw.realize_all(sent) end
       local moved = {}
       for i = 1, n do
         local c, to = (i - s) % n + 1, i % n + 1
@@ -249,13 +259,14 @@ local function reduce(name, x, axis, keepdim)
   if not combine[name] then error(name .. ": not over the sharded axis of a sharded tensor", 3) end
   local partial = {}
   for i, p in ipairs(x.pieces) do partial[i] = raw[name](p, axis, keepdim) end
-  -- the pieces stored with their partials: the graph above them (a convolution) is then computed
-  -- once, where every later realize that reads them (a variance after a mean) would compute it
-  -- again (the sharded MNIST step ran each conv 8 times; its backward still recomputes what its
-  -- eager copies need, see Tensor:to)
-  local both = table.move(x.pieces, 1, #x.pieces, 1, {})
-  table.move(partial, 1, #partial, #both + 1, both)
-  raw.realize_all(both)
+  -- with eager copies, the pieces stored with their partials: the graph above them (a convolution)
+  -- is then computed once, where every later realize that reads them (a variance after a mean)
+  -- would compute it again (the sharded MNIST step ran each conv 8 times)
+  if eager(x.devices) then
+    local both = table.move(x.pieces, 1, #x.pieces, 1, {})
+    table.move(partial, 1, #partial, #both + 1, both)
+    raw.realize_all(both)
+  end
   return new(all_reduce(partial, x.devices, combine[name]), x.devices, nil)
 end
 

@@ -8,11 +8,16 @@ local is_tensor = args.is_tensor
 
 doc("clone", "a copy in a new buffer")
 def("clone", { "self" }, function(self) return self:contiguous() end)
--- A copy on another device (through host memory), or x itself when it is there already. The
--- gradient flows back through the copy: the output's gradient, copied to x's device.
+-- A copy on another device, or x itself when it is there already. Between devices whose buffers
+-- are host memory (CPU:n, LLVM:n) the copy is a COPY node in the graph, done by a kernel of the
+-- destination device when something realizes it (after x's own kernels, and beside the other
+-- device's work: engine/realize.cpp). To or from any other device it is made now, through host
+-- memory. Either way the gradient flows back: the output's gradient, copied to x's device.
 local copy_grad -- registered once (Tensor._grad_fn keeps each function for good)
 -- x copied into a new buffer on device (its own too: shard_'s pieces must not be x itself)
 function T._copy_to(self, device)
+  local lazy = device ~= self.device and self:_copy(device)
+  if lazy then return lazy end
   local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
   local out = T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
   if T.no_grad then return out end

@@ -241,6 +241,7 @@ public:
   // The host's limits, whichever language the kernels are written in: the probes are C.
   std::optional<DeviceLimits> measure_limits(int threads) override { return measure_host_limits(threads); }
   bool runs_concurrently() const override { return true; }
+  bool host_memory() const override { return true; }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.

@@ -206,6 +206,54 @@ test("three devices: the ring all-reduce leaves the whole sum on each, and gradi
   same(got, a.grad:tolist(), 1e-5)
 end)
 
+test("a copy between CPU:0 and CPU:1 is a COPY in the graph: a copy kernel in the schedule, values and gradients", function()
+  local a = (Tensor.arange(12):reshape(3, 4):cast("float32") - 5) / 2
+  a.requires_grad = true
+  local b = a.T:to("CPU:1") -- a transpose: computed into a buffer on CPU first, then copied
+  assert(b.device == "CPU:1", b.device)
+  local why = {}
+  for _, it in ipairs(b:schedule()) do why[#why + 1] = it.reason end
+  same(why, { "copied to another device: computed on its own first", "a copy to another device (Tensor:to)" })
+  local log = show.kernel_log(function() return b:realize() end)
+  assert(#log == 2 and log[1].device == "CPU" and log[2].device == "CPU:1", "the transpose on CPU, the copy on CPU:1")
+  local back = (b * b):to("CPU") + 1
+  local want = {}
+  for i, row in ipairs(a.T:tolist()) do
+    want[i] = {}
+    for j, v in ipairs(row) do want[i][j] = v * v + 1 end
+  end
+  same(back:tolist(), want)
+  back:sum():backward() -- d/da of sum(a^2 + 1) is 2a, back through both copies
+  local grad = {}
+  for i, row in ipairs(a:tolist()) do
+    grad[i] = {}
+    for j, v in ipairs(row) do grad[i][j] = 2 * v end
+  end
+  same(a.grad:tolist(), grad)
+  -- a constant has no device until it is made: it is made on the one asked for
+  local c = Tensor.full({ 2 }, 3.5):to("CPU:1")
+  assert(c.device == "CPU:1", c.device)
+  same(c:tolist(), { 3.5, 3.5 })
+  -- without a copy, tensors of two devices still do not meet in one kernel
+  H.errors(function() return (a + a:to("CPU:1")):realize() end, "a kernel reads tensors on", ":to(")
+end)
+
+test("copies back and forth between two devices' chains in one realize (lanes wait for each other's buffers)", function()
+  local x0 = Tensor.rand(64, 64):realize()
+  local p0, p1 = x0, x0:to("CPU:1")
+  local q0, q1 = x0, x0
+  for _ = 1, 4 do
+    p0 = (p0 * 1.5 + 0.25):relu():sum(1, true):expand(64, 64) / 64
+    p1 = ((p1 * 0.5 - 0.25):relu() + p0:to("CPU:1")):to("CPU"):to("CPU:1")
+    q0 = (q0 * 1.5 + 0.25):relu():sum(1, true):expand(64, 64) / 64
+    q1 = (q1 * 0.5 - 0.25):relu() + q0
+  end
+  Tensor.realize_all({ p0, p1 })
+  assert(p1.device == "CPU:1", p1.device)
+  same(p1:to("CPU"):tolist(), q1:tolist(), 1e-6)
+  same(p0:tolist(), q0:tolist(), 1e-6)
+end)
+
 test("a constant realized on one device is not read on another (a batch norm step, then a mean)", function()
   -- a constant's kernel (a count, a zero) was cached on its node, which every device's graph
   -- shares: the next graph on the other device read it where it was
