@@ -151,14 +151,13 @@ std::shared_ptr<Buffer> assign_target(const UOp* u) {
 }
 
 // A kernel that copies `from` into `to` (same dtype and size).
-ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from,
-                       const char* why = boundary::assign_copy) {
+ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from) {
   UOpRef view = view_uop(ShapeTracker::contiguous({static_cast<int64_t>(to->size)}));
   UOpRef load =
       UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
   UOpRef store = UOp::make(Ops::STORE, DType::Void,
                            {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
-  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, why};
+  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, boundary::assign_copy};
 }
 
 // `ast` with DEFINE_GLOBAL `from` made 0 (loads from the output buffer) and those above it
@@ -565,21 +564,27 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
 }
 
 // The copy kernel runs on the destination device and reads the source's buffer in place (both are
-// host memory: Tensor::copy_to checks), so the source needs a buffer of its own, whole and in order:
-// a view of one (a slice, a transpose) or a computed value gets a kernel on its device first.
+// host memory: Tensor::copy_to checks), through the source's movement ops (a slice of a partial
+// sum, a transpose): only the value under them is computed into a buffer on its own device first.
 UOpRef Scheduler::transfer(const UOpRef& u) {
   if (auto it = done.find(u.get()); it != done.end()) return it->second;
-  const UOpRef& x = u->src[0];
   if (is_symbolic(u->shape)) user_error("a copy to another device needs a shape without Variables");
-  UOpRef from = x->op == Ops::COPY ? transfer(x) : x->cached() ? x->cached() : x;
-  auto whole = [](const UOp* v) {
-    return v->op == Ops::BUFFER || (v->op == Ops::RESHAPE && v->src[0]->op == Ops::BUFFER);
-  };
-  if (!whole(from.get())) from = realize(x, boundary::copy_source);
-  std::shared_ptr<Buffer> src = from->op == Ops::BUFFER ? from->buffer() : from->src[0]->buffer();
+  const UOpRef* base = &u->src[0];
+  while (is_movement((*base)->op) && !(*base)->cached())
+    base = &(*base)->src[0];
+  if ((*base)->op == Ops::COPY)
+    transfer(*base);
+  else if ((*base)->op != Ops::BUFFER && !(*base)->cached())
+    realize(*base, boundary::copy_source);
   auto out =
       std::make_shared<Buffer>(std::get<std::string>(u->arg), u->dtype, static_cast<size_t>(u->max_numel()));
-  items.push_back(copy_item(out, src, boundary::copy));
+  KernelBuilder kb(*this, u.get());
+  kb.bufs.push_back(out);
+  UOpRef value = kb.walk(u->src[0], {}, false);
+  UOpRef store = UOp::make(Ops::STORE, DType::Void,
+                           {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)),
+                            view_uop(kb.view_through(u->shape, {}, true)), value});
+  items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs, boundary::copy});
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
   if (commit) u->set_cached(bv);

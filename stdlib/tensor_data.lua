@@ -24,7 +24,7 @@ function T._copy_to(self, device)
   copy_grad = copy_grad or T._grad_fn(function(g, x) return g:to(x.device) end)
   return T._custom_grad(out, { self }, copy_grad)
 end
-doc("to", "x on device, a copy through host memory (gradients flow back through it)")
+doc("to", "x on device: a lazy copy kernel between CPU:n and LLVM:n, else a copy through host memory now (gradients flow back through it)")
 def("to", { "self", "device" }, function(self, device)
   if type(device) ~= "string" then error("to: device must be a string", 0) end
   device = T._check_device("to", device)

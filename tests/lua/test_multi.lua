@@ -209,13 +209,18 @@ end)
 test("a copy between CPU:0 and CPU:1 is a COPY in the graph: a copy kernel in the schedule, values and gradients", function()
   local a = (Tensor.arange(12):reshape(3, 4):cast("float32") - 5) / 2
   a.requires_grad = true
-  local b = a.T:to("CPU:1") -- a transpose: computed into a buffer on CPU first, then copied
+  local b = a.T:to("CPU:1") -- the copy kernel reads a's buffer through the transpose
   assert(b.device == "CPU:1", b.device)
-  local why = {}
-  for _, it in ipairs(b:schedule()) do why[#why + 1] = it.reason end
-  same(why, { "copied to another device: computed on its own first", "a copy to another device (Tensor:to)" })
-  local log = show.kernel_log(function() return b:realize() end)
-  assert(#log == 2 and log[1].device == "CPU" and log[2].device == "CPU:1", "the transpose on CPU, the copy on CPU:1")
+  local function reasons(t)
+    local why = {}
+    for _, it in ipairs(t:schedule()) do why[#why + 1] = it.reason end
+    return why
+  end
+  same(reasons(b), { "a copy to another device (Tensor:to)" })
+  -- computed values are computed where their inputs live, then copied
+  same(reasons((a * 2):to("CPU:1")), { "copied to another device: computed on its own first", "a copy to another device (Tensor:to)" })
+  local log = show.kernel_log(function() return ((a * 2):to("CPU:1") + 1):realize() end)
+  assert(#log == 3 and log[1].device == "CPU" and log[2].device == "CPU:1" and log[3].device == "CPU:1", "a * 2 on CPU, the copy and + 1 on CPU:1")
   local back = (b * b):to("CPU") + 1
   local want = {}
   for i, row in ipairs(a.T:tolist()) do
