@@ -3,6 +3,8 @@
 -- DataParallel), then Adam steps. Not under TinyJit: the all-reduce runs between backward and the
 -- step. Then the all-reduce of a 4 MiB float32 tensor. Rank 0 prints, for bench/dist.sh:
 --   D1 <ms> ms          median step (of 7, after 3 warm-up)
+--   S1 <ms> ms          one process only: the same step with the batch sharded over CPU:0 and
+--                       CPU:1 (x:shard; the gradients meet through copies in the graph)
 --   A1 <GB/s> GB/s      dist.all_reduce of 4 MiB (bytes / time, median of 20)
 --   mpirun -np 2 -x MG_THREADS=1 build/moongrad bench/dist_step.lua     (or without mpirun)
 local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/mnist_model.lua")
@@ -28,6 +30,21 @@ for i = 1, 10 do
   dist.barrier()
   if i > 3 then times[#times + 1] = show.clock() - t0 end
 end
+local sharded
+if dist.world_size == 1 then
+  local devs, st = { "CPU:0", "CPU:1" }, {}
+  for i = 1, 10 do
+    local x = Tensor.rand(512, 1, 28, 28):realize():shard(devs, { axis = 0 })
+    local y = (Tensor.rand(512) * 10):cast("int32"):realize():shard(devs, { axis = 0 })
+    local t0 = show.clock()
+    local loss = model(x):sparse_categorical_crossentropy(y)
+    loss:backward()
+    opt:step(loss)
+    loss:item()
+    if i > 3 then st[#st + 1] = show.clock() - t0 end
+  end
+  sharded = median(st)
+end
 local t = Tensor.rand(1 << 20):realize()
 local ar = {}
 for i = 1, 23 do
@@ -38,5 +55,6 @@ for i = 1, 23 do
 end
 if dist.rank == 0 then
   print(("D1 %.3f ms"):format(median(times) * 1e3))
+  if sharded then print(("S1 %.3f ms"):format(sharded * 1e3)) end
   print(("A1 %.3f GB/s"):format(4 * (1 << 20) / median(ar) * 1e-9))
 end
