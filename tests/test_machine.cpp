@@ -363,3 +363,27 @@ TEST_CASE(
     CHECK_FALSE(has_opt(copy.opts, OptOp::UPCAST, O + 2));
   }
 }
+
+TEST_CASE("hand-coded opts: a transpose whose inner loops touch more lines than 4 L1s moves the input's "
+          "contiguous dim inward (LOCAL), values right") {
+  settings().device = "CPU";
+  // out[c][p] = in[p][c]: 32 channels by P positions; the loop over c runs outside the one over p,
+  // whose P loads of one channel each lie on a line of their own
+  const int C = 32;
+  for (int P : {2304, 64}) { // 2304 lines of 64 bytes: 144 KiB, over 4 L1s of the profile (32 KiB)
+    std::vector<double> in = counting(static_cast<size_t>(P) * C, 0.5);
+    Tensor t = Tensor::from_data(in, {P, C}, DType::Float32);
+    t.realize();
+    std::vector<double> want(in.size());
+    for (int c = 0; c < C; c++)
+      for (int p = 0; p < P; p++)
+        want[static_cast<size_t>(c) * P + p] = static_cast<float>(in[static_cast<size_t>(p) * C + c]);
+    for (int lanes : {8, 16}) {
+      ScopedMachine scoped(profile(lanes));
+      Ran r = lower_and_run(t.permute({1, 0}).contiguous());
+      INFO(P << " positions, " << lanes << " lanes, opts: " << list(r.opts));
+      CHECK(has_opt(r.opts, OptOp::LOCAL, C) == (P == 2304));
+      check_close(r.values, want);
+    }
+  }
+}

@@ -435,11 +435,13 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
   } else if (!noopt && !is_symbolic(ks.full)) {   // the hand-coded opts split and unroll numbers only
     std::unordered_map<const UOp*, DType> loaded; // views of buffers (not of constants)
     Ops reduce_op = Ops::SINK;
+    const UOp* stored = nullptr;
     for (const UOp* u : toposort(ast.get())) {
       if (u->op == Ops::LOAD) loaded[u->src[1].get()] = u->dtype;
       if (u->op == Ops::REDUCE_AXIS) reduce_op = u->rarg().op;
+      if (u->op == Ops::STORE && u->src.size() > 1) stored = u->src[1].get();
     }
-    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op, target);
+    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op, target, stored);
   }
   k.ast = apply_views(ast, ks, sts);
   k.shape = ks;
