@@ -46,6 +46,14 @@ std::vector<std::pair<UPat, RewriteFn>> simple_rules() {
          auto& u = m.root();
          return UOp::make(Ops::INDEX, u->dtype, {u->src[0], u->src[1]}, u->arg);
        }},
+      // a load whose gate folded to false (a concatenation's other pieces, UPCAST apart) reads
+      // nothing: it is the 0 the renderer would give it
+      {P::op(Ops::LOAD).where([](const UOp& u) {
+         const UOp& i = *u.src[0];
+         return i.op == Ops::INDEX && i.src.size() == 3 && i.src[2]->op == Ops::CONST &&
+                i.src[2]->const_value() == 0;
+       }),
+       [](const Match& m) { return UOp::cconst(m.root()->dtype, 0); }},
       {x + 0, [](const Match& m) { return m["x"]; }},                                        // x+0 -> x
       {x * 1, [](const Match& m) { return m["x"]; }},                                        // x*1 -> x
       {(x * 0).where(is_int_like), [](const Match& m) { return cst(m["x"], 0); }},           // x*0 -> 0

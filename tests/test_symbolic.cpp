@@ -146,6 +146,26 @@ TEST_CASE("symbolic folds where with a known condition", "[symbolic]") {
   CHECK(simp(where(lt(i * 0.0, 1), i + 0.0, j)) == i);
 }
 
+TEST_CASE("symbolic folds a gated load: false reads nothing (0), true is no gate", "[symbolic]") {
+  auto i = range(10, 0);
+  UOpRef buf = UOp::make(Ops::DEFINE_GLOBAL, DType::Float32, {}, int64_t(1));
+  auto load = [&](const UOpRef& gate) {
+    return UOp::make(Ops::LOAD, DType::Float32, {UOp::make(Ops::INDEX, DType::Float32, {buf, i, gate})});
+  };
+  // a concatenation's piece seen from another piece's rows: the gate folds to false
+  UOpRef never = simp(load(lt(i, 0)));
+  REQUIRE(never->op == Ops::CONST);
+  CHECK(never->dtype == DType::Float32);
+  CHECK(never->const_value() == 0);
+  CHECK(simp(load(lt(i, 0)) * 3.0 + 1.0)->const_value() == 1); // and what it feeds folds on
+  UOpRef always = simp(load(lt(i, 100)));
+  REQUIRE(always->op == Ops::LOAD);
+  CHECK(always->src[0]->src.size() == 2); // the gate is gone, the load stays
+  UOpRef maybe = simp(load(lt(i, 5)));
+  REQUIRE(maybe->op == Ops::LOAD);
+  CHECK(maybe->src[0]->src.size() == 3);
+}
+
 TEST_CASE("symbolic folds chains of constants", "[symbolic]") {
   auto i = range(10, 0);
   auto a = simp(((i + 3.0) + 4.0) + 5.0);
