@@ -86,7 +86,9 @@ const std::unordered_map<Ops, Rule>& rules() {
       {Ops::CAST, [](const Tensor& g, const UOpRef& u) { return Grads{g.cast(u->src[0]->dtype)}; }},
       {Ops::CONTIGUOUS, [](const Tensor& g, const UOpRef&) { return Grads{g}; }},
       // a copy's gradient is copied back to where its source lives
-      {Ops::COPY, [](const Tensor& g, const UOpRef& u) { return Grads{g.copy_to(src(u, 0).device())}; }},
+      // (a COPY joins host-memory devices only, so the copy back is one too)
+      {Ops::COPY,
+       [](const Tensor& g, const UOpRef& u) { return Grads{g.copy_to(src(u, 0).device()).value()}; }},
       // a realized value: its buffer gets none, the graph it was computed from gets it all
       {Ops::REALIZED,
        [](const Tensor& g, const UOpRef&) {

@@ -150,14 +150,19 @@ std::shared_ptr<Buffer> assign_target(const UOp* u) {
   return u->buffer();
 }
 
+// A kernel's AST: `value` stored into buffer 0 through `view`.
+UOpRef store_ast(DType dt, const UOpRef& view, const UOpRef& value) {
+  UOpRef store =
+      UOp::make(Ops::STORE, DType::Void, {UOp::make(Ops::DEFINE_GLOBAL, dt, {}, int64_t(0)), view, value});
+  return UOp::make(Ops::SINK, DType::Void, {store});
+}
+
 // A kernel that copies `from` into `to` (same dtype and size).
 ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<Buffer>& from) {
   UOpRef view = view_uop(ShapeTracker::contiguous({static_cast<int64_t>(to->size)}));
   UOpRef load =
       UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
-  UOpRef store = UOp::make(Ops::STORE, DType::Void,
-                           {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(0)), view, load});
-  return {UOp::make(Ops::SINK, DType::Void, {store}), {to, from}, boundary::assign_copy};
+  return {store_ast(to->dtype, view, load), {to, from}, boundary::assign_copy, {}};
 }
 
 // `ast` with DEFINE_GLOBAL `from` made 0 (loads from the output buffer) and those above it
@@ -536,10 +541,7 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   const UOp* base = nullptr;
   ShapeTracker store_st = region ? kb.buffer_st(region, {}, true, base) : kb.view_through(u->shape, {}, true);
   if (!kb.red_out.empty()) store_st = store_st.reshape(kb.red_out);
-  UOpRef store =
-      UOp::make(Ops::STORE, DType::Void,
-                {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)), view_uop(store_st), value});
-  UOpRef ast = UOp::make(Ops::SINK, DType::Void, {store});
+  UOpRef ast = store_ast(u->dtype, view_uop(store_st), value);
   std::vector<std::pair<UOpRef, int64_t>> vars;
   if (kb.symbolic) std::tie(ast, vars) = unbind(ast);
   items.push_back({ast, kb.bufs, why, std::move(vars)});
@@ -581,10 +583,8 @@ UOpRef Scheduler::transfer(const UOpRef& u) {
   KernelBuilder kb(*this, u.get());
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u->src[0], {}, false);
-  UOpRef store = UOp::make(Ops::STORE, DType::Void,
-                           {UOp::make(Ops::DEFINE_GLOBAL, u->dtype, {}, int64_t(0)),
-                            view_uop(kb.view_through(u->shape, {}, true)), value});
-  items.push_back({UOp::make(Ops::SINK, DType::Void, {store}), kb.bufs, boundary::copy});
+  UOpRef ast = store_ast(u->dtype, view_uop(kb.view_through(u->shape, {}, true)), value);
+  items.push_back({ast, kb.bufs, boundary::copy, {}});
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
   if (commit) u->set_cached(bv);

@@ -152,14 +152,9 @@ double uniform01() { // 24 random bits: exactly representable in float32, in [0,
 }
 } // namespace
 
-bool Tensor::placed() const {
-  auto on_device = [](const UOp* u) { return u->op == Ops::BUFFER || u->op == Ops::COPY || u->cached(); };
-  return on_device(uop.get()) || reaches(uop.get(), on_device, [](const UOp*) { return true; });
-}
-
-// The device of the first buffer or copy the walk from the root meets: a COPY's value lives on the
-// device it names, whatever lies below it.
-std::string Tensor::device() const {
+// The walk from the root stops at a COPY: its value lives on the device it names, whatever lies
+// below it.
+std::optional<std::string> Tensor::home() const {
   std::unordered_set<const UOp*> seen;
   std::vector<const UOp*> todo{uop.get()};
   while (!todo.empty()) {
@@ -170,8 +165,10 @@ std::string Tensor::device() const {
     for (auto it = u->src.rbegin(); it != u->src.rend(); ++it)
       if (seen.insert(it->get()).second) todo.push_back(it->get());
   }
-  return default_device();
+  return std::nullopt;
 }
+
+std::string Tensor::device() const { return home().value_or(default_device()); }
 
 Tensor Tensor::from_data(const std::vector<double>& data, const Shape& shape, DType dtype,
                          const std::string& device) {

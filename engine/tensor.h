@@ -60,6 +60,8 @@ public:
   int64_t numel() const { return uop->numel(); }
   int64_t max_numel() const { return uop->max_numel(); }
   std::string device() const;
+  // The device of the first buffer or copy below the root; nullopt for a constant (no buffer).
+  std::optional<std::string> home() const;
 
   // ---- elementwise (broadcasting binary ops)
   Tensor neg() const;
@@ -127,11 +129,11 @@ public:
   Tensor contiguous() const;
   Tensor detach() const; // the same values, with no gradient flowing back through it
   // The same values on another device: a COPY node, done lazily by a kernel of that device after
-  // x's own (both devices' buffers must be host memory: Device::host_memory). Gradients flow back.
-  // A constant (a graph that reads no buffer, no copy and no realized value) has no device: it is
-  // computed inline wherever it is used, so copy_to returns it as it is.
-  Tensor copy_to(const std::string& device) const;
-  bool placed() const; // reads some buffer: has a device of its own
+  // x's own, where both devices' buffers are host memory (Device::host_memory); x itself where it
+  // is there already, or is a constant (it reads no buffer: it has no device, and is computed
+  // wherever it is used). nullopt for any other device: the caller copies through host memory.
+  // Gradients flow back through the copy.
+  std::optional<Tensor> copy_to(const std::string& device) const;
   // This tensor now stands for v (same shape; cast to this dtype). When this tensor is a
   // realized buffer, the next realize writes v into that same buffer (in place), so the buffer
   // keeps its identity across optimizer steps (TinyJit replays kernels on it).

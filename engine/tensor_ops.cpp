@@ -310,11 +310,11 @@ Tensor Tensor::detach() const {
   return Tensor(UOp::make(Ops::DETACH, dtype(), {uop->op == Ops::REALIZED ? uop->src[0] : uop}));
 }
 
-Tensor Tensor::copy_to(const std::string& to) const {
-  std::string from = device(), dest = canonical_device(to);
-  if (dest == from || !placed()) return *this;
-  if (!get_device(from).host_memory() || !get_device(dest).host_memory())
-    user_error("copy_to: a lazy copy needs host-memory devices on both sides (" + from + " -> " + dest + ")");
+std::optional<Tensor> Tensor::copy_to(const std::string& to) const {
+  std::optional<std::string> from = home();
+  std::string dest = canonical_device(to);
+  if (!from || *from == dest) return *this;
+  if (!get_device(*from).host_memory() || !get_device(dest).host_memory()) return std::nullopt;
   return Tensor(UOp::make(Ops::COPY, dtype(), {uop}, dest));
 }
 

@@ -569,16 +569,15 @@ int t_contiguous(lua_State* L) {
 }
 
 // x:_copy(device): x on device as a COPY in the graph (Tensor::copy_to), where both devices hold
-// host memory and x has a device (reads a buffer); else nil (Tensor:to copies through the host
-// then, realizing a constant where it was made)
+// host memory and x reads a buffer; else nil (Tensor:to copies through the host then, making a
+// constant on the device asked for)
 int t_copy(lua_State* L) {
   const Tensor& x = check_tensor(L, 1);
-  std::string to = canonical_device(luaL_checkstring(L, 2));
-  if (!x.placed() || !get_device(x.device()).host_memory() || !get_device(to).host_memory()) {
+  std::optional<Tensor> y = x.copy_to(luaL_checkstring(L, 2));
+  if (y && y->uop->op == Ops::COPY)
+    push_tensor(L, *y);
+  else
     lua_pushnil(L);
-    return 1;
-  }
-  push_tensor(L, x.copy_to(to));
   return 1;
 }
 

@@ -219,16 +219,6 @@ void upcast_strided_copy(CpuKernel& k, const Machine& m) {
   }
 }
 
-// An elementwise kernel that transposes: a big loaded view is contiguous along an output dim d
-// whose loop runs outside loops that stride through that view, while the store is contiguous
-// along another dim. Where the loops inside d touch more of the view's cache lines than come from
-// L1 or L2 anyway (4 L1s, as breaks_stream), each line has gone far before d's next step reads
-// its next value: the loop over d moves innermost among the loops over outputs (LOCAL, a plain
-// loop on the CPU), up to 32 of it, so each line loaded is used whole while the stores keep their
-// unit-stride runs inside it. Measured on the Xeon (48 KiB L1), 1 thread, in turns: U5's window
-// gradient B dU B^T (64x32x6x6x6x6 from a channels-last dU, 297 KiB of lines) 3.46 -> 2.25 ms,
-// as BEAM picked; the MNIST CNN's (512x32x4x6x4x6, 132 KiB) 10.4-10.8 -> 11.0-11.3 ms, so it is
-// left out; a 32-wide transpose (2 KiB) 1.8 -> 3.1 ms.
 // The cache lines the loops inside d touch in the loaded views that are contiguous along d, a line
 // per element (they stride along those loops); each slice of one buffer counts apart.
 int64_t lines_inside(const CpuKernel& k, size_t d) {
@@ -244,6 +234,16 @@ int64_t lines_inside(const CpuKernel& k, size_t d) {
   return lines;
 }
 
+// An elementwise kernel that transposes: a big loaded view is contiguous along an output dim d
+// whose loop runs outside loops that stride through that view, while the store is contiguous
+// along another dim. Where the loops inside d touch more of the view's cache lines than come from
+// L1 or L2 anyway (4 L1s, as breaks_stream), each line has gone far before d's next step reads
+// its next value: the loop over d moves innermost among the loops over outputs (LOCAL, a plain
+// loop on the CPU), up to 32 of it, so each line loaded is used whole while the stores keep their
+// unit-stride runs inside it. Measured on the Xeon (48 KiB L1), 1 thread, in turns: U5's window
+// gradient B dU B^T (64x32x6x6x6x6 from a channels-last dU, 297 KiB of lines) 3.46 -> 2.25 ms,
+// as BEAM picked; the MNIST CNN's (512x32x4x6x4x6, 132 KiB) 10.4-10.8 -> 11.0-11.3 ms, so it is
+// left out; a 32-wide transpose (2 KiB) 1.8 -> 3.1 ms.
 void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
   if (!stored) return;
   const ShapeTracker* out = nullptr;
