@@ -1,7 +1,7 @@
 -- The MNIST CNN's training step (scripts/mnist_model.lua, batch 512 in all) data parallel over
 -- the ranks: each rank takes 512 / world_size images, the gradients are averaged (dist's
--- DataParallel), then Adam steps. Not under TinyJit: the all-reduce runs between backward and the
--- step. Then the all-reduce of a 4 MiB float32 tensor. Rank 0 prints, for bench/dist.sh:
+-- DataParallel), then Adam steps, under TinyJit as bench/mnist_step.lua (the all-reduce is a step
+-- of the capture). Then the all-reduce of a 4 MiB float32 tensor. Rank 0 prints, for bench/dist.sh:
 --   D1 <ms> ms          median step (of 7, after 3 warm-up)
 --   S1 <ms> ms          one process only: the same step with the batch sharded over CPU:0 and
 --                       CPU:1 (x:shard; the gradients meet through copies in the graph)
@@ -16,31 +16,37 @@ local opt = optim.Adam(ddp.params, { lr = 1e-3 })
 Tensor.training = true
 local bs = 512 // dist.world_size
 local function median(t) table.sort(t); return t[(#t + 1) // 2] end
+local step = TinyJit(function(x, y)
+  local loss = ddp(x):sparse_categorical_crossentropy(y)
+  loss:backward()
+  ddp:sync()
+  opt:step(loss)
+  return loss
+end)
 local times = {}
 for i = 1, 10 do
   local x = Tensor.rand(bs, 1, 28, 28):realize()
   local y = (Tensor.rand(bs) * 10):cast("int32"):realize()
   dist.barrier()
   local t0 = show.clock()
-  local loss = ddp(x):sparse_categorical_crossentropy(y)
-  loss:backward()
-  ddp:sync()
-  opt:step(loss)
-  loss:item()
+  step(x, y):item()
   dist.barrier()
   if i > 3 then times[#times + 1] = show.clock() - t0 end
 end
 local sharded
 if dist.world_size == 1 then
   local devs, st = { "CPU:0", "CPU:1" }, {}
+  local sharded_step = TinyJit(function(x, y)
+    local loss = model(x):sparse_categorical_crossentropy(y)
+    loss:backward()
+    opt:step(loss)
+    return loss
+  end)
   for i = 1, 10 do
     local x = Tensor.rand(512, 1, 28, 28):realize():shard(devs, { axis = 0 })
     local y = (Tensor.rand(512) * 10):cast("int32"):realize():shard(devs, { axis = 0 })
     local t0 = show.clock()
-    local loss = model(x):sparse_categorical_crossentropy(y)
-    loss:backward()
-    opt:step(loss)
-    loss:item()
+    sharded_step(x, y):item()
     if i > 3 then st[#st + 1] = show.clock() - t0 end
   end
   sharded = median(st)

@@ -192,7 +192,8 @@ UOpRef PatternMatcher::rewrite(const UOpRef& u, void* ctx, size_t* fired) const 
   return nullptr;
 }
 
-UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
+UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx,
+                     std::vector<std::pair<UOpRef, UOpRef>>* changed) {
   // Explicit stack (no recursion): graphs can be 100k nodes deep.
   // Keyed by pointer, so every key is kept alive: a freed node's address could be reused.
   std::unordered_map<const UOp*, std::pair<UOpRef, UOpRef>> done_;
@@ -251,6 +252,9 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx) {
       stack.pop_back();
     }
   }
+  if (changed)
+    for (auto& [k, v] : done_)
+      if (v.first != v.second) changed->emplace_back(v.first, v.second);
   return done.at(root.get());
 }
 

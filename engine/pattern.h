@@ -122,8 +122,10 @@ private:
 
 bool upat_match(const UPat& p, const UOpRef& u, Match& m);
 
-// Rewrites every node bottom-up, each to a fixed point of `pm`.
-UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx = nullptr);
+// Rewrites every node bottom-up, each to a fixed point of `pm`. `changed` (if given) receives each
+// node that became another, with what it became.
+UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm, void* ctx = nullptr,
+                     std::vector<std::pair<UOpRef, UOpRef>>* changed = nullptr);
 // Rewrites every node bottom-up once: a rule's result is used as it is, never matched again
 // (for rules whose result contains the node they replace).
 UOpRef rewrite_once(const UOpRef& root, const PatternMatcher& pm);

@@ -2,6 +2,7 @@
 #include "engine/roofline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
@@ -79,7 +80,7 @@ static std::vector<std::string> concurrent_devices(const std::vector<ScheduleIte
   if (threads < 2) return devs;
   for (auto& item : items) {
     const std::string& d = item.bufs.at(0)->device;
-    if (!item.var_vals.empty()) return {};
+    if (!item.var_vals.empty() || item.host) return {};
     if (std::find(devs.begin(), devs.end(), d) == devs.end()) {
       if (!get_device(d).runs_concurrently()) return {};
       devs.push_back(d);
@@ -181,6 +182,14 @@ static std::vector<double> run_lanes(const std::vector<ScheduleItem>& items,
   return seconds;
 }
 
+void run_host_step(std::shared_ptr<const HostStep> step, std::vector<std::shared_ptr<Buffer>> bufs) {
+  ScheduleItem item;
+  item.bufs = std::move(bufs);
+  item.reason = boundary::host_step;
+  item.host = std::move(step);
+  run_schedule({item});
+}
+
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   std::vector<KernelRun> runs;
   auto& gc = global_counters();
@@ -195,18 +204,28 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   }
   for (size_t i = 0; i < items.size(); i++) {
     const ScheduleItem& item = items[i];
-    const CompiledKernel& c = compiled_for(item);
-    double s = devs.empty() ? run_program(c, item, threads) : seconds[i];
-    runs.push_back({&c.info, s});
+    const KernelInfo* info = nullptr;
+    double s = 0;
+    if (item.host) {
+      info = &item.host->info;
+      auto t0 = std::chrono::steady_clock::now();
+      item.host->run(item.bufs);
+      s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      const CompiledKernel& c = compiled_for(item);
+      info = &c.info;
+      s = devs.empty() ? run_program(c, item, threads) : seconds[i];
+    }
+    runs.push_back({info, s});
     for (KernelLog* log : kernel_logs()) {
-      log->runs.emplace_back(c.info, s);
+      log->runs.emplace_back(*info, s);
       log->items.push_back(item);
     }
     gc.kernel_count++;
     gc.time_sum_s += s;
-    gc.global_ops += c.info.flops;
-    gc.global_mem += c.info.bytes;
-    if (settings().debug >= 2) print_run(item, c.info, s, gc.kernel_count);
+    gc.global_ops += info->flops;
+    gc.global_mem += info->bytes;
+    if (settings().debug >= 2) print_run(item, *info, s, gc.kernel_count);
   }
   return runs;
 }

@@ -1,6 +1,7 @@
 // Running a schedule: each item's kernel from the kernel cache (engine/kernel_cache.h, compiled
 // by engine/codegen/pipeline.h on a miss), launched on its buffers and timed.
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,6 +39,16 @@ public:
 void replay(const std::vector<ScheduleItem>& items,
             const std::vector<std::pair<const Buffer*, std::shared_ptr<Buffer>>>& swap,
             const std::map<std::string, int64_t>& vars = {});
+
+// Work on the host between kernels that reads and writes buffers' memory: an MPI collective
+// (interp/mgdist.cpp). As an item of its own it runs in order with the kernels, :kernels and
+// DEBUG=2 list it, and TinyJit records it, so a replay runs it again on that replay's buffers.
+struct HostStep {
+  KernelInfo info; // what the logs show: name, device "host", out_shape, bytes
+  std::function<void(const std::vector<std::shared_ptr<Buffer>>& bufs)> run;
+};
+// Runs `step` on `bufs` now (bufs[0] is the one it writes; the rest it reads), logged like a kernel.
+void run_host_step(std::shared_ptr<const HostStep> step, std::vector<std::shared_ptr<Buffer>> bufs);
 
 // Compiles the item with `opts` chosen by hand (an illegal one throws IllegalOpt, naming it; not
 // into the kernel cache) and runs it `repeats` times on the item's buffers. Returns the best

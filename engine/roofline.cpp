@@ -115,6 +115,7 @@ std::string share_text(const RooflinePoint& p) {
 int kernel_cores(const KernelInfo& info, int threads) { return info.parallel ? threads : 1; }
 
 std::optional<RooflinePoint> roofline_of(const KernelInfo& info, double seconds, int threads) {
+  if (info.host) return std::nullopt;
   auto l = device_limits(info.device, kernel_cores(info, threads));
   if (!l) return std::nullopt;
   return roofline_point(*l, info.flops, info.bytes, seconds);

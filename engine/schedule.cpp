@@ -162,7 +162,7 @@ ScheduleItem copy_item(const std::shared_ptr<Buffer>& to, const std::shared_ptr<
   UOpRef view = view_uop(ShapeTracker::contiguous({static_cast<int64_t>(to->size)}));
   UOpRef load =
       UOp::make(Ops::LOAD, to->dtype, {UOp::make(Ops::DEFINE_GLOBAL, to->dtype, {}, int64_t(1)), view});
-  return {store_ast(to->dtype, view, load), {to, from}, boundary::assign_copy, {}};
+  return {store_ast(to->dtype, view, load), {to, from}, boundary::assign_copy, {}, {}};
 }
 
 // `ast` with DEFINE_GLOBAL `from` made 0 (loads from the output buffer) and those above it
@@ -544,7 +544,7 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   UOpRef ast = store_ast(u->dtype, view_uop(store_st), value);
   std::vector<std::pair<UOpRef, int64_t>> vars;
   if (kb.symbolic) std::tie(ast, vars) = unbind(ast);
-  items.push_back({ast, kb.bufs, why, std::move(vars)});
+  items.push_back({ast, kb.bufs, why, std::move(vars), {}});
   if (region) { // written in place: from now on the node is that region
     written_in_place.push_back(target);
     done[u.get()] = u->src[2];
@@ -584,7 +584,7 @@ UOpRef Scheduler::transfer(const UOpRef& u) {
   kb.bufs.push_back(out);
   UOpRef value = kb.walk(u->src[0], {}, false);
   UOpRef ast = store_ast(u->dtype, view_uop(kb.view_through(u->shape, {}, true)), value);
-  items.push_back({ast, kb.bufs, boundary::copy, {}});
+  items.push_back({ast, kb.bufs, boundary::copy, {}, {}});
   UOpRef bv = buffer_view(out, u);
   done[u.get()] = bv;
   if (commit) u->set_cached(bv);
@@ -673,6 +673,18 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
   };
   std::vector<Final> finals;
   std::vector<UOpRef> resolved;
+  // Each node the whole-graph rewrites below replaced, and its replacement: the scheduler realizes
+  // the replacements, and a later graph that shares the originals (a loss realized after its
+  // gradients) must find their values too, not compute its forward again.
+  std::unordered_map<const UOp*, std::pair<UOpRef, UOpRef>> renamed;
+  std::vector<std::pair<UOpRef, UOpRef>> changed;
+  auto rewrite = [&](const UOpRef& r, const PatternMatcher& pm) {
+    changed.clear();
+    UOpRef out = graph_rewrite(r, pm, nullptr, commit ? &changed : nullptr);
+    for (auto& [from, to] : changed)
+      renamed.emplace(from.get(), std::pair{from, to});
+    return out;
+  };
   for (const auto& o : outs0) {
     UOpRef x = o;
     // A graph whose value an earlier realize made may be a buffer another tensor holds: copy
@@ -687,9 +699,9 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
         std::any_of(nodes.begin(), nodes.end(), [](const UOp* u) { return u->op == Ops::CUSTOM_GRAD; });
     bool split = std::any_of(nodes.begin(), nodes.end(), long_reduce);
     bool pack = std::any_of(nodes.begin(), nodes.end(), may_pack);
-    if (custom) r = graph_rewrite(r, drop_custom_grads());
-    if (split) r = graph_rewrite(r, split_reduce_rules());
-    if (pack) r = graph_rewrite(r, pack_operand_rules());
+    if (custom) r = rewrite(r, drop_custom_grads());
+    if (split) r = rewrite(r, split_reduce_rules());
+    if (pack) r = rewrite(r, pack_operand_rules());
     resolved.push_back(r);
   }
   s.own_kernel = reduces_feeding_several_outputs(resolved);
@@ -736,6 +748,14 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       if (s.constants.count(f.resolved.get())) continue;
       if (f.out != f.view) f.out->set_cached(f.view);
       if (f.resolved != f.view) f.resolved->set_cached(f.view);
+    }
+    for (auto& [key, pair] : renamed) {
+      if (pair.first->cached()) continue;
+      const UOp* at = pair.second.get(); // through each rewrite that replaced it in turn
+      for (auto it = renamed.find(at); it != renamed.end() && it->second.second.get() != at;
+           it = renamed.find(at))
+        at = it->second.second.get();
+      if (auto v = at->cached(); v && !s.constants.count(at)) pair.first->set_cached(v);
     }
   }
   return std::move(s.items);

@@ -12,6 +12,7 @@
 namespace mg {
 
 struct Buffer;
+struct HostStep;
 
 // Why a node became a kernel of its own (a kernel boundary): the scheduler records one of these
 // where it decides to realize a node, and :schedule prints it.
@@ -35,6 +36,8 @@ inline constexpr const char* operand =
     "a matmul's broadcast operand, computed once instead of once per tile (engine/pack.h)";
 inline constexpr const char* copy = "a copy to another device (Tensor:to)";
 inline constexpr const char* copy_source = "copied to another device: computed on its own first";
+inline constexpr const char* host_step =
+    "work on the host between kernels (an MPI collective, dist.all_reduce)";
 inline constexpr const char* recompute =
     "costly elementwise math broadcast into its reader (computed once, not once per use)";
 } // namespace boundary
@@ -45,6 +48,9 @@ struct ScheduleItem {
   const char* reason = boundary::output;     // one of boundary::*
   // The Variables the kernel takes (DEFINE_VARs, by name) and the values this run binds them to.
   std::vector<std::pair<UOpRef, int64_t>> var_vals;
+  // Set on an item that is host work, not a kernel (engine/realize.h: run_host_step); its ast is
+  // null.
+  std::shared_ptr<const HostStep> host;
   std::string to_string() const;
 };
 

@@ -130,8 +130,8 @@ public:
   Tensor detach() const; // the same values, with no gradient flowing back through it
   // The same values on another device: a COPY node, done lazily by a kernel of that device after
   // x's own, where both devices' buffers are host memory (Device::host_memory); x itself where it
-  // is there already, or is a constant (it reads no buffer: it has no device, and is computed
-  // wherever it is used). nullopt for any other device: the caller copies through host memory.
+  // is there already (a constant, which reads no buffer, is on the default device). nullopt for
+  // any other device: the caller copies through host memory.
   // Gradients flow back through the copy.
   std::optional<Tensor> copy_to(const std::string& device) const;
   // This tensor now stands for v (same shape; cast to this dtype). When this tensor is a

@@ -9,6 +9,7 @@
 
 #include "engine/device.h"
 #include "engine/errors.h"
+#include "engine/realize.h"
 #include "engine/rng.h"
 #include "engine/schedule.h"
 #include "interp/host_memory.h"
@@ -569,8 +570,7 @@ int t_contiguous(lua_State* L) {
 }
 
 // x:_copy(device): x on device as a COPY in the graph (Tensor::copy_to), where both devices hold
-// host memory and x reads a buffer; else nil (Tensor:to copies through the host then, making a
-// constant on the device asked for)
+// host memory; else nil (Tensor:to copies through host memory then)
 int t_copy(lua_State* L) {
   const Tensor& x = check_tensor(L, 1);
   std::optional<Tensor> y = x.copy_to(luaL_checkstring(L, 2));
@@ -900,21 +900,56 @@ const Binding kCall{"Tensor", tensor_call};
 
 } // namespace
 
-// HostMemoryFn (interp/host_memory.h): a realized contiguous CPU tensor's memory.
-void* host_memory(lua_State* L, int idx, size_t* nbytes) {
+// The buffer of a realized contiguous CPU tensor (what host_memory and host_step lend).
+std::shared_ptr<Buffer> host_buffer(lua_State* L, int idx) {
   Tensor& t = check_tensor(L, idx);
   const UOp* u = t.uop->op == Ops::REALIZED ? t.uop->src[0].get() : t.uop.get();
   if (u->op == Ops::RESHAPE) u = u->src[0].get();
   if (u->op != Ops::BUFFER || u->buffer()->device != "CPU" ||
       u->buffer()->size != static_cast<size_t>(t.numel()))
     luaL_error(L, "expected a realized contiguous tensor on CPU");
-  *nbytes = u->buffer()->nbytes();
-  return u->buffer()->ptr();
+  return u->buffer();
+}
+
+// HostMemoryFn (interp/host_memory.h): a realized contiguous CPU tensor's memory.
+void* host_memory(lua_State* L, int idx, size_t* nbytes) {
+  auto b = host_buffer(L, idx);
+  *nbytes = b->nbytes();
+  return b->ptr();
+}
+
+// HostStepFn (interp/host_memory.h): the body as a HostStep on the tensors' buffers.
+void host_step(lua_State* L, const char* name, const std::vector<int>& idx, HostStepBody body) {
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  for (int i : idx)
+    bufs.push_back(host_buffer(L, i));
+  auto step = std::make_shared<HostStep>();
+  step->info.name = name;
+  step->info.device = "host";
+  step->info.host = true;
+  step->info.out_shape = {static_cast<int64_t>(bufs.at(0)->size)};
+  for (auto& b : bufs)
+    step->info.bytes += static_cast<int64_t>(b->nbytes());
+  step->run = [body = std::move(body)](const std::vector<std::shared_ptr<Buffer>>& bs) {
+    std::vector<std::pair<void*, size_t>> mem;
+    for (auto& b : bs)
+      mem.emplace_back(b->ptr(), b->nbytes());
+    body(mem);
+  };
+  std::string error;
+  try {
+    run_host_step(std::move(step), std::move(bufs));
+  } catch (const std::exception& e) {
+    error = e.what(); // raised below, once the C++ objects here are gone
+  }
+  if (!error.empty()) luaL_error(L, "%s", error.c_str());
 }
 
 void open_tensor(lua_State* L) {
   lua_pushlightuserdata(L, reinterpret_cast<void*>(&host_memory));
   lua_setfield(L, LUA_REGISTRYINDEX, kHostMemoryKey);
+  lua_pushlightuserdata(L, reinterpret_cast<void*>(&host_step));
+  lua_setfield(L, LUA_REGISTRYINDEX, kHostStepKey);
   // The Tensor table holds statics and methods, so Tensor.relu(x) == x:relu() and Lua code
   // can add methods to it (function Tensor.gelu(x) ... end) that tensors then have.
   lua_newtable(L);

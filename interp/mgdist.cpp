@@ -1,12 +1,15 @@
 // require "mgdist": the MPI half of `dist` (stdlib/dist.lua), on Open MPI. A Lua C module of its
 // own (mgdist.so beside the executable), so that only a script that runs under mpirun needs MPI.
 // Tensors reach it realized, contiguous and on the CPU; it moves their memory with MPI's
-// collectives on MPI_COMM_WORLD and never keeps a pointer past a call.
+// collectives on MPI_COMM_WORLD. Each collective runs as a host step of the schedule
+// (interp/host_memory.h), so TinyJit records it with the kernels: a data-parallel training step
+// replays whole, all-reduce included. It keeps no pointer: each run gets the buffers' memory anew.
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,13 +29,29 @@ void* memory_of(lua_State* L, int idx, size_t* nbytes) {
   return fn(L, idx, nbytes);
 }
 
-// A failed MPI call as a Lua error naming the call and MPI's own message.
-void check(lua_State* L, int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
+void host_step(lua_State* L, const char* name, const std::vector<int>& idx, mg::lua::HostStepBody body) {
+  lua_getfield(L, LUA_REGISTRYINDEX, mg::lua::kHostStepKey);
+  auto fn = reinterpret_cast<mg::lua::HostStepFn>(lua_touserdata(L, -1));
+  lua_pop(L, 1);
+  if (!fn) luaL_error(L, "mgdist: moongrad's host step API is missing");
+  fn(L, name, idx, std::move(body));
+}
+
+std::string failure(int rc, const char* what) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  luaL_error(L, "dist: %s failed: %s", what, msg);
+  return std::string("dist: ") + what + " failed: " + std::string(msg, static_cast<size_t>(len));
+}
+
+// A failed MPI call as a Lua error naming the call and MPI's own message.
+void check(lua_State* L, int rc, const char* what) {
+  if (rc != MPI_SUCCESS) luaL_error(L, "%s", failure(rc, what).c_str());
+}
+
+// The same inside a host step, which may run again later from TinyJit's replay.
+void check_step(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) throw std::runtime_error(failure(rc, what));
 }
 
 void need_init(lua_State* L) {
@@ -115,8 +134,8 @@ int mgdist_init(lua_State* L) {
 int mgdist_allreduce(lua_State* L) {
   need_init(L);
   size_t n_src = 0, n_dst = 0;
-  void* src = memory_of(L, 1, &n_src);
-  void* dst = memory_of(L, 2, &n_dst);
+  memory_of(L, 1, &n_src);
+  memory_of(L, 2, &n_dst);
   std::string op = luaL_checkstring(L, 3);
   const char* dtype = luaL_checkstring(L, 4);
   same_everywhere(L, "all_reduce", luaL_checkstring(L, 5));
@@ -127,35 +146,38 @@ int mgdist_allreduce(lua_State* L) {
   MPI_Datatype t = mpi_type(L, dtype, "all_reduce");
   int item = 0;
   MPI_Type_size(t, &item);
-  // MPI counts are ints: a tensor of 2^31 elements or more goes in pieces
-  const size_t total = n_src / static_cast<size_t>(item), piece = size_t{1} << 30;
-  for (size_t at = 0; at < total; at += piece) {
-    int count = static_cast<int>(std::min(piece, total - at));
-    check(L,
-          MPI_Allreduce(static_cast<char*>(src) + at * item, static_cast<char*>(dst) + at * item, count, t,
-                        mop, MPI_COMM_WORLD),
+  host_step(L, ("MPI_Allreduce " + op).c_str(), {2, 1}, [t, mop, item](const auto& mem) {
+    // MPI counts are ints: a tensor of 2^31 elements or more goes in pieces
+    auto [dst, bytes] = mem[0];
+    char* src = static_cast<char*>(mem[1].first);
+    const size_t total = bytes / static_cast<size_t>(item), piece = size_t{1} << 30;
+    for (size_t at = 0; at < total; at += piece) {
+      int count = static_cast<int>(std::min(piece, total - at));
+      check_step(
+          MPI_Allreduce(src + at * item, static_cast<char*>(dst) + at * item, count, t, mop, MPI_COMM_WORLD),
           "MPI_Allreduce");
-  }
+    }
+  });
   return 0;
 }
 
 // bcast(buf, root, sig): buf on every rank becomes root's
 int mgdist_bcast(lua_State* L) {
   need_init(L);
-  size_t n = 0;
-  void* buf = memory_of(L, 1, &n);
   int root = static_cast<int>(luaL_checkinteger(L, 2));
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (root < 0 || root >= size)
     luaL_error(L, "dist.broadcast: root %d is not a rank (0..%d)", root, size - 1);
   same_everywhere(L, "broadcast", luaL_checkstring(L, 3));
-  const size_t piece = size_t{1} << 30;
-  for (size_t at = 0; at < n; at += piece)
-    check(L,
-          MPI_Bcast(static_cast<char*>(buf) + at, static_cast<int>(std::min(piece, n - at)), MPI_BYTE, root,
-                    MPI_COMM_WORLD),
-          "MPI_Bcast");
+  host_step(L, "MPI_Bcast", {1}, [root](const auto& mem) {
+    auto [buf, n] = mem[0];
+    const size_t piece = size_t{1} << 30;
+    for (size_t at = 0; at < n; at += piece)
+      check_step(MPI_Bcast(static_cast<char*>(buf) + at, static_cast<int>(std::min(piece, n - at)), MPI_BYTE,
+                           root, MPI_COMM_WORLD),
+                 "MPI_Bcast");
+  });
   return 0;
 }
 

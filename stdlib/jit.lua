@@ -5,11 +5,13 @@
 -- dtypes (that is an error), other arguments must not change, and the tensors it returns are
 -- the same objects each call, rewritten in place.
 local mgjit = require "mgjit"
+local is_sharded = require("args").is_sharded
 
 local function describe(t) return ("(%s) %s"):format(table.concat(t.shape, ", "), t.dtype) end
 
 -- Tensor arguments become whole buffers (a slice is copied: replay swaps buffers, and a view
--- into a bigger buffer would keep the captured offset); the call gets those tensors. Bound
+-- into a bigger buffer would keep the captured offset); the call gets those tensors. A sharded
+-- tensor's pieces are inputs each. Bound
 -- Variables are values that may change between calls: the kernels take them as parameters.
 local function split_args(args)
   local tensors, others, vars = {}, {}, {}
@@ -18,6 +20,11 @@ local function split_args(args)
     if show.typeof(v) == "Tensor" then
       args[i] = v:contiguous():realize()
       tensors[#tensors + 1] = args[i]
+    elseif is_sharded(v) then -- each device's piece is an input of its own
+      for k, p in ipairs(v.pieces) do
+        v.pieces[k] = p:contiguous():realize()
+        tensors[#tensors + 1] = v.pieces[k]
+      end
     elseif show.typeof(v) == "Variable" then
       local ok, val = pcall(function() return v.val end)
       if not ok or not v.name then

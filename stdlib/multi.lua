@@ -488,6 +488,35 @@ for _, k in ipairs({ "softmax", "log_softmax", "cumsum" }) do
   end
 end
 
+-- Per image, where the batch is cut along dim 0: each device runs the plain method on its own
+-- images (its fast paths included: Winograd, max_pool2d's stored gradient), and a weight whole on
+-- every device (plain or replicated) gets its gradient back through its copies, summed. Any other
+-- cut, or what `whole_only(...)` (the call's other arguments) refuses, takes the method's
+-- composition of primitives.
+local function per_image(name, whole_only)
+  local composed = T[name]
+  rules[name] = function(x, ...)
+    if x.axis ~= 0 or x.ndim < 3 or (whole_only and whole_only(...)) then return composed(x, ...) end
+    return map(function(p, ...) return composed(p, ...) end, table.pack(x, ...))
+  end
+  -- Tensor.max_pool2d as a function (nn.Sequential's layers) as well as x:max_pool2d
+  T[name] = function(x, ...)
+    if is_multi(x) then return rules[name](x, ...) end
+    return composed(x, ...)
+  end
+end
+-- x:conv2d(w, ...) or x:conv2d{weight = w, ...}: not with w cut
+per_image("conv2d", function(w)
+  if type(w) == "table" and not is_multi(w) then w = w.weight end
+  return is_multi(w) and w.axis ~= nil
+end)
+per_image("avg_pool2d")
+-- not with return_indices (two results; the 6th argument, after kernel_size ... ceil_mode)
+per_image("max_pool2d", function(k, ...)
+  local rest = table.pack(...)
+  return rest[5] or (type(k) == "table" and k.return_indices)
+end)
+
 -- A primitive called with a sharded argument anywhere: its rule, else piece by piece.
 local function call(name, ...)
   local first = ...

@@ -39,6 +39,7 @@ struct KernelInfo {
   bool parallel = false;         // its outermost loop can be split across cores
   Shape global_size, local_size; // launch dims (a GPU's work-groups and their threads)
   std::vector<std::string> opts; // the opts it was lowered with, e.g. UPCAST(0, 16)
+  bool host = false;             // host work between kernels (engine/realize.h: HostStep), no roofline
 };
 
 // Everything compiling one kernel produced, every stage kept for the printers.

@@ -235,10 +235,14 @@ test("a copy between CPU:0 and CPU:1 is a COPY in the graph: a copy kernel in th
     for j, v in ipairs(row) do grad[i][j] = 2 * v end
   end
   same(a.grad:tolist(), grad)
-  -- a constant has no device until it is made: it is made on the one asked for
+  -- a constant (it reads no buffer) is on the default device, and copied lazily like any tensor:
+  -- TinyJit must not take it for data made on the host
   local c = Tensor.full({ 2 }, 3.5):to("CPU:1")
   assert(c.device == "CPU:1", c.device)
   same(c:tolist(), { 3.5, 3.5 })
+  local r = Tensor.arange(5):to("CPU:1")
+  assert(r.device == "CPU:1" and Tensor.arange(5):_copy("CPU:1") ~= nil, "a lazy copy")
+  same(r:tolist(), { 0, 1, 2, 3, 4 })
   -- without a copy, tensors of two devices still do not meet in one kernel
   H.errors(function() return (a + a:to("CPU:1")):realize() end, "a kernel reads tensors on", ":to(")
 end)
@@ -296,30 +300,66 @@ test("a tensor sharded over the CPU and CL (PoCL) where CL runs: values and grad
   same(w.grad:flatten():tolist(), x:sum(0):tolist(), 1e-5) -- d sum(x @ w) / dw = the column sums
 end)
 
-test("the MNIST CNN trained on a batch sharded over CPU:0 and CPU:1 follows the one-device loss curve", function()
+test("conv2d and max_pool2d of a batch cut along dim 0 run per device, Winograd included: values and gradients", function()
+  Tensor.manual_seed(3)
+  local xs = Tensor.randn(4, 16, 8, 8):realize()
+  local w = (Tensor.randn(16, 16, 3, 3) * 0.1):realize()
+  local function run(shard)
+    local xin = xs:detach()
+    xin.requires_grad, w.requires_grad, w.grad = true, true, nil
+    local input = shard and xin:shard(devs, { axis = 0 }) or xin
+    local y = Tensor.max_pool2d(input:conv2d(w, nil, 1, 1, 1, 1):relu())
+    local out = (y * y):sum()
+    local log = show.kernel_log(function() out:backward(); Tensor.realize_all({ xin.grad, w.grad }) end)
+    return y:to("CPU"):tolist(), xin.grad:tolist(), w.grad:tolist(), log
+  end
+  local y1, dx1, dw1 = run(false)
+  local y2, dx2, dw2, log = run(true)
+  same(y2, y1, 1e-5)
+  same(dx2, dx1, 1e-5)
+  same(dw2, dw1, 1e-3) -- the weight's gradient (values up to 25): two devices' sums added
+  -- Winograd's 36 matmuls (one per transformed position) ran on the second device too
+  local wino = false
+  for _, k in ipairs(log) do wino = wino or (k.device == "CPU:1" and k.shape[1] == 36) end
+  assert(wino, "no Winograd matmul on CPU:1")
+end)
+
+test("the MNIST CNN trained on a batch sharded over CPU:0 and CPU:1 follows the one-device loss curve, under TinyJit too", function()
   local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../../scripts/mnist_model.lua")
   local X, Y = datasets.mnist_digits()
-  local function run(shard)
+  local function run(shard, jit)
     Tensor.manual_seed(0)
     local model = mnist.model()
     local opt = optim.Adam(state.get_parameters(model), { lr = 1e-3 })
+    local step = TinyJit(function(xb, yb)
+      local loss = model(xb):sparse_categorical_crossentropy(yb)
+      loss:backward()
+      opt:step(loss)
+      return loss
+    end)
     local sample = datasets.sampler(X, Y, 1)
     local losses = {}
     Tensor.training = true
     for i = 1, 5 do
       local xb, yb = sample(32)
       if shard then xb, yb = xb:shard(devs, { axis = 0 }), yb:shard(devs, { axis = 0 }) end
-      local loss = model(xb):sparse_categorical_crossentropy(yb)
-      losses[i] = loss:item()
-      loss:backward()
-      opt:step()
+      if jit then
+        losses[i] = step(xb, yb):item()
+      else
+        local loss = model(xb):sparse_categorical_crossentropy(yb)
+        losses[i] = loss:item()
+        loss:backward()
+        opt:step()
+      end
     end
     Tensor.training = false
     return losses
   end
-  local one, two = run(false), run(true)
+  local one, two, jitted = run(false), run(true), run(true, true)
   for i = 1, #one do
     assert(math.abs(one[i] - two[i]) <= 1e-5, ("step %d: loss %.7f on one device, %.7f sharded"):format(i, one[i], two[i]))
+    assert(math.abs(one[i] - jitted[i]) <= 1e-5,
+      ("step %d: loss %.7f on one device, %.7f sharded under TinyJit"):format(i, one[i], jitted[i]))
   end
   assert(one[5] < one[1], "the loss did not fall")
 end)

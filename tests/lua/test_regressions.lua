@@ -185,4 +185,27 @@ H.cpu_test("a max-pool's window reduce is compiled without AVX-512, and gives th
   H.same(pooled:flatten():tolist(), want, 0)
 end)
 
+test("a loss realized after its gradients reads the forward's buffers, not computing them again", function()
+  -- the scheduler realizes a graph rewritten first (custom gradients dropped: max_pool2d's, and
+  -- Winograd's), and cached the values on the rewritten nodes only: the second convolution, above
+  -- the pool's custom gradient, was computed again for the loss
+  Tensor.manual_seed(5)
+  local x = Tensor.randn(2, 16, 8, 8):realize()
+  local w = (Tensor.randn(16, 16, 3, 3) * 0.1):realize()
+  local function loss_of(a, b)
+    return (a:conv2d(b, nil, 1, 1, 1, 1):relu():max_pool2d():conv2d(b, nil, 1, 1, 1, 1) ^ 2):mean()
+  end
+  local want = loss_of(x, w):item()
+  w.requires_grad = true
+  local loss = loss_of(x, w)
+  loss:backward()
+  w.grad:realize()
+  local log = show.kernel_log(function() loss:realize() end)
+  for _, k in ipairs(log) do
+    assert(k.shape[1] ~= 36, "the loss computed the convolution again: " .. k.name)
+  end
+  assert(#log <= 2, #log .. " kernels for the loss after its gradient")
+  assert(math.abs(loss:item() - want) <= 1e-6 * math.abs(want), loss:item() .. " vs " .. want)
+end)
+
 H.done()
