@@ -345,7 +345,9 @@ local function matmul(x, w)
     for i = 1, #devices do partial[i] = raw.matmul(xs.pieces[i], ws.pieces[i]) end
     return new(all_reduce(partial, devices, "add"), devices, nil)
   end
-  if xa ~= nil and wa ~= nil then error("matmul: both operands are cut (the left along a batch dim, the right along its columns)", 3) end
+  -- both cut, the left along a batch or row dim and the right along its columns: the right one
+  -- whole on every device (gathered), so each device multiplies its rows by all of it
+  if xa ~= nil and wa ~= nil then w, wa = shard(gather(w), devices), nil end
   local out = {}
   for i, d in ipairs(devices) do
     out[i] = raw.matmul(xm and x.pieces[i] or x:to(d), wm and w.pieces[i] or w:to(d))
@@ -517,6 +519,24 @@ per_image("max_pool2d", function(k, ...)
   return rest[5] or (type(k) == "table" and k.return_indices)
 end)
 
+-- Arguments cut along different axes meet as tinygrad's do: each cut otherwise than the first
+-- sharded argument of its rank is gathered and cut again along that one's axis (copies, so
+-- gradients flow back). Arguments of other ranks are left to layout(), which names the clash.
+local function align(list)
+  local first
+  for k = 1, list.n do
+    local v = list[k]
+    if is_multi(v) and v.axis ~= nil then
+      if not first then
+        first = v
+      elseif v.axis ~= first.axis and v.ndim == first.ndim and #v.devices == #first.devices then
+        list[k] = shard(gather(v), first.devices, first.axis)
+      end
+    end
+  end
+  return list
+end
+
 -- A primitive called with a sharded argument anywhere: its rule, else piece by piece.
 local function call(name, ...)
   local first = ...
@@ -524,7 +544,7 @@ local function call(name, ...)
     return rules[name](...)
   end
   if not raw[name] then error(("Tensor.%s does not take sharded tensors yet"):format(name), 3) end
-  return map(raw[name], table.pack(...), nil, broadcasting[name])
+  return map(raw[name], align(table.pack(...)), nil, broadcasting[name])
 end
 
 -- ---------------------------------------------------------------- hooking in

@@ -70,7 +70,10 @@ test("matmul with the right operand sharded, or the contracted dim: against one 
   close(a:matmul(b:shard(devs, { axis = 0 })), "w cut along its rows, x whole")
   close(a:shard(devs):matmul(b:shard(devs, { axis = 1 })), "x replicated, w's columns")
   H.errors(function() a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 0 })) end, "contracted dim and the other")
-  H.errors(function() a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 1 })) end, "both operands are cut")
+  -- x cut along its rows, w along its columns: w gathered, whole on each device
+  local both = a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 1 }))
+  assert(both.axis == 0, "x's rows")
+  close(both, "x's rows, w's columns")
   -- gradients through a column-parallel then a row-parallel layer (a sharded MLP), as on one device
   local w1 = b:detach():requires_grad_()
   local w2 = ((Tensor.arange(16):reshape(8, 2):cast("float32") - 7) / 9):requires_grad_()
@@ -130,7 +133,18 @@ test("elementwise ops, with numbers, plain and replicated tensors, run per piece
   same(((m * 2 + 1):relu() - b):to("CPU"):tolist(), ((x * 2 + 1):relu() - b):tolist(), 1e-6)
   same((b - m):to("CPU"):tolist(), (b - x):tolist(), 1e-6) -- a plain tensor on the left
   same((m * x:shard(devs)):exp():to("CPU"):tolist(), (x * x):exp():tolist(), 1e-5)
-  H.errors(function() return m + x:shard(devs, { axis = 1 }) end, "sharded along axes 0 and 1")
+  H.errors(function() return m + x:shard({ "CPU:0", "CPU:1", "CPU:2" }, { axis = 1 }) end, "over different devices")
+end)
+
+test("tensors cut along different axes meet: the second is cut again along the first's axis", function()
+  local v = x:detach():requires_grad_()
+  local w = (x * 0.5 + 1):detach():requires_grad_()
+  local sum = v:shard(devs, { axis = 0 }) * w:shard(devs, { axis = 1 })
+  assert(sum.axis == 0 and sum.pieces[2].device == "CPU:1", "along the first's axis")
+  same(sum:to("CPU"):tolist(), (x * (x * 0.5 + 1)):tolist(), 1e-6)
+  sum:sum():backward()
+  same(v.grad:tolist(), (x * 0.5 + 1):tolist(), 1e-6) -- d(v * w)/dv = w, through the re-cut
+  same(w.grad:tolist(), x:tolist(), 1e-6)
 end)
 
 test("reductions: over the sharded axis combined across devices, over the others per piece", function()
