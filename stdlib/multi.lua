@@ -161,6 +161,24 @@ local function map(f, list, out_axis_fn, cut)
   return new(outs, devices, out_axis)
 end
 
+-- Arguments cut along different axes meet as tinygrad's do: each cut otherwise than the first
+-- sharded argument of its rank is gathered and cut again along that one's axis (copies, so
+-- gradients flow back). Arguments of other ranks are left to layout(), which names the clash.
+local function align(list)
+  local first
+  for k = 1, list.n do
+    local v = list[k]
+    if is_multi(v) and v.axis ~= nil then
+      if not first then
+        first = v
+      elseif v.axis ~= first.axis and v.ndim == first.ndim and #v.devices == #first.devices then
+        list[k] = shard(gather(v), first.devices, first.axis)
+      end
+    end
+  end
+  return list
+end
+
 -- ---------------------------------------------------------------- the primitives' rules
 
 local function axes(x, axis)
@@ -452,7 +470,8 @@ local rules = {
   -- a sharded target, piece by piece
   assign = function(target, value)
     if not is_multi(target) then return raw.assign(target, gather(value, target.device)) end
-    return map(raw.assign, { target, value, n = 2 })
+    -- a whole value (a checkpoint's) is cut as the target is; one cut otherwise, cut again
+    return map(raw.assign, align({ target, value, n = 2 }), nil, true)
   end,
   realize = function(x) raw.realize_all(x.pieces); return x end,
   -- every piece's kernels, in device order (each item's buffers name their device)
@@ -519,24 +538,6 @@ per_image("max_pool2d", function(k, ...)
   return rest[5] or (type(k) == "table" and k.return_indices)
 end)
 
--- Arguments cut along different axes meet as tinygrad's do: each cut otherwise than the first
--- sharded argument of its rank is gathered and cut again along that one's axis (copies, so
--- gradients flow back). Arguments of other ranks are left to layout(), which names the clash.
-local function align(list)
-  local first
-  for k = 1, list.n do
-    local v = list[k]
-    if is_multi(v) and v.axis ~= nil then
-      if not first then
-        first = v
-      elseif v.axis ~= first.axis and v.ndim == first.ndim and #v.devices == #first.devices then
-        list[k] = shard(gather(v), first.devices, first.axis)
-      end
-    end
-  end
-  return list
-end
-
 -- A primitive called with a sharded argument anywhere: its rule, else piece by piece.
 local function call(name, ...)
   local first = ...
@@ -555,11 +556,19 @@ local hooked = false
 local function hook()
   if hooked then return end
   hooked = true
+  -- a sharded tensor, or a list holding one anywhere (realize_all({bias, w}))
+  local function holds(v)
+    if is_multi(v) then return true end
+    if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+    for _, e in ipairs(v) do
+      if is_multi(e) then return true end
+    end
+    return false
+  end
   local function routed(k, f)
     return function(...)
       for i = 1, select("#", ...) do
-        local v = select(i, ...)
-        if is_multi(v) or (type(v) == "table" and getmetatable(v) == nil and is_multi(v[1])) then return call(k, ...) end
+        if holds((select(i, ...))) then return call(k, ...) end
       end
       return f(...)
     end
@@ -575,6 +584,7 @@ local function hook()
 end
 
 MT.__index = function(m, k)
+  k = args.alias_of[k] or k
   local f = T[k]
   if type(f) ~= "function" then return nil end
   if rules[k] then return rules[k] end

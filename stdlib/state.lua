@@ -6,7 +6,7 @@ local json = require "mgjson" -- nlohmann-json, bound in interp/bind_json.cpp
 
 -- ---------------------------------------------------------------- state dicts
 
-local function is_tensor(v) return show.typeof(v) == "Tensor" end
+local is_tensor = require("args").is_tensor -- a sharded tensor too: saved whole, loaded cut
 
 -- {"layer1.weight" = t, ...} for every tensor reachable through fields and list entries.
 function state.get_state_dict(obj, prefix, out, seen)

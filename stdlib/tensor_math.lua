@@ -185,8 +185,7 @@ def("clamp", { "self", "min_", "max_" }, function(self, lo, hi)
   return hi ~= nil and r:minimum(hi) or r
 end)
 doc("clip", "alias of clamp")
-T.clip = T.clamp
-args.params.clip = args.params.clamp
+args.alias(T, "clip", "clamp")
 
 -- ---------------------------------------------------------------- transcendental
 

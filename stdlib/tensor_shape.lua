@@ -50,8 +50,7 @@ for _, name in ipairs({ "reshape", "expand", "permute", "flip" }) do
   end)
 end
 doc("view", "alias of reshape")
-T.view = T.reshape
-args.params.view = args.params.reshape
+args.alias(T, "view", "reshape")
 doc("shrink", "keep [start, stop) of each dim: x:shrink{{0, 2}, nil}")
 def("shrink", { "self", "arg" }, C.shrink)
 doc("squeeze", "drop size-1 dims (or the one given)")

@@ -136,6 +136,23 @@ test("elementwise ops, with numbers, plain and replicated tensors, run per piece
   H.errors(function() return m + x:shard({ "CPU:0", "CPU:1", "CPU:2" }, { axis = 1 }) end, "over different devices")
 end)
 
+test("sharded weights: saved whole, loaded back into their pieces; aliases (clip, view) route too", function()
+  local w = x:detach()
+  w:shard_(devs, { axis = 0 })
+  local model = { layer = { weight = w, bias = Tensor.ones(6) } }
+  local path = os.tmpname()
+  state.safe_save(state.get_state_dict(model), path)
+  local sd = state.safe_load(path)
+  os.remove(path)
+  same(sd["layer.weight"]:tolist(), x:tolist()) -- the whole tensor in the file
+  w:assign(Tensor.zeros(4, 6)):realize() -- a whole value, cut as the target is
+  same(w:to("CPU"):tolist(), Tensor.zeros(4, 6):tolist())
+  state.load_state_dict(model, sd)
+  same(w.pieces[2]:to("CPU"):tolist(), x[{ { 2, 4 } }]:tolist())
+  same(w:clip(-1, 1):to("CPU"):tolist(), x:clip(-1, 1):tolist())
+  same(w:view(4, 3, 2):to("CPU"):tolist(), x:view(4, 3, 2):tolist())
+end)
+
 test("tensors cut along different axes meet: the second is cut again along the first's axis", function()
   local v = x:detach():requires_grad_()
   local w = (x * 0.5 + 1):detach():requires_grad_()
