@@ -36,6 +36,10 @@ int jit_capture(lua_State* L) {
   int nargs = lua_gettop(L) - 1;
   Captured cap;
   int first_new = Buffer::next_id();
+  // Values realized before the capture are not read from the graph's cache: a call on the same
+  // inputs as the one before would otherwise capture a copy of that call's result, not the
+  // kernels that compute it, and every replay would copy the stale result.
+  UOp::mutation_epoch()++;
   {
     KernelLog log;
     lua_call(L, nargs, LUA_MULTRET);

@@ -117,4 +117,31 @@ test("data made on the host inside a captured call is reported (replays reuse it
   assert(n == 1 and out:find("reuses their first values", 1, true), "expected one warning (for f only), got:\n" .. out)
 end)
 
+test("a capture on the same inputs as the call before records the kernels, not a copy of that call's result", function()
+  -- the second call's graph was the first's (equal nodes), whose values a realize had cached:
+  -- the capture recorded one copy, and every replay on new inputs returned the first result
+  local w = Tensor.rand(64, 64):realize()
+  local x = Tensor.rand(8, 64):realize()
+  local f = TinyJit(function(t) return t:matmul(w):relu():matmul(w):sum(1):realize() end)
+  f(x)
+  f(x)
+  local y = Tensor.rand(8, 64):realize()
+  local got = f(y):tolist()
+  local yl, wl = y:tolist(), w:tolist()
+  for r = 1, 8 do -- a C-like loop over the rows: relu(y w) w, summed
+    local h, s = {}, 0
+    for j = 1, 64 do
+      local v = 0
+      for k = 1, 64 do v = v + yl[r][k] * wl[k][j] end
+      h[j] = math.max(v, 0)
+    end
+    for j = 1, 64 do
+      local v = 0
+      for k = 1, 64 do v = v + h[k] * wl[k][j] end
+      s = s + v
+    end
+    assert(math.abs(got[r] - s) <= 1e-4 * math.abs(s), ("row %d: %g, want %g"):format(r, got[r], s))
+  end
+end)
+
 H.done()
