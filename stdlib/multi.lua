@@ -191,16 +191,23 @@ local function axes(x, axis)
   return out
 end
 
+-- When the ring is used (tinygrad's RING): mode 0 never, 2 always, 1 (the default) for more than
+-- two devices and at least min_elements each, where its smaller copies outweigh its 2 (n - 1)
+-- steps, each a wait between devices (a batch norm's 32 means are latency, not bandwidth).
+local ring = { mode = tonumber(os.getenv("RING") or "") or 1, min_elements = 1 << 18 }
+
 -- Combines one tensor per device (`op`: "add", "maximum", "minimum") so that every device holds
 -- the result. As tinygrad's ring: each tensor is cut into one chunk per device; in n - 1 steps each
 -- device passes a chunk to the next, which combines it with its own (reduce-scatter), then n - 1
 -- more steps pass the combined chunks round (all-gather). Each device sends 2 (n - 1) / n of the
--- data instead of n - 1 times all of it. Tensors with fewer elements than devices go whole.
+-- data instead of n - 1 times all of it. Otherwise (`ring`), and for tensors with fewer elements
+-- than devices, every device combines the others' whole tensors copied to it.
 all_reduce = function(parts, devices, op)
   local n, count = #parts, numel(parts[1].shape)
   if n == 1 then return parts end
   if eager(devices) then raw.realize_all(parts) end
-  if count < n then
+  local use_ring = ring.mode >= 2 or (ring.mode == 1 and n > 2 and count >= ring.min_elements)
+  if count < n or not use_ring then
     local out = {}
     for i, d in ipairs(devices) do
       local acc
@@ -652,7 +659,7 @@ for _, k in ipairs({ "__add", "__sub", "__mul", "__div", "__pow", "__idiv", "__m
 end
 
 args.is_sharded = is_multi
-local M = { is_multi = is_multi }
+local M = { is_multi = is_multi, ring = ring }
 args.def(T, "shard", { "self", "devices", "axis" }, function(self, devices, axis)
   return shard(self, devices, axis)
 end)

@@ -216,6 +216,9 @@ test("gradients flow through the pieces and the copies to the tensor that was sh
 end)
 
 test("three devices: the ring all-reduce leaves the whole sum on each, and gradients flow back through it", function()
+  local ring = require("multi").ring
+  local mode = ring.mode
+  ring.mode = 2 -- the ring whatever the size (tinygrad's RING=2); small tensors go whole otherwise
   local three = { "CPU", "CPU:1", "CPU:2" }
   local v = (Tensor.arange(42):reshape(6, 7):cast("float32") - 20) / 8
   local r = v:shard(three, { axis = 0 }):sum(0) -- 7 elements in 3 chunks of 2, 2 and 3
@@ -235,6 +238,21 @@ test("three devices: the ring all-reduce leaves the whole sum on each, and gradi
   local tt = t * t
   tt:sum():backward()
   same(got, a.grad:tolist(), 1e-5)
+  -- beside the 2 copies that shard the input: the ring passes chunks, 2 (n - 1) = 4 copies per
+  -- device; whole tensors take n - 1 = 2
+  local copies = {}
+  for _, m in ipairs({ 2, 0 }) do
+    ring.mode = m
+    local n = 0
+    local r = Tensor.rand(6, 7):realize():shard(three, { axis = 0 }):sum(0) -- new: nothing cached
+    for _, k in ipairs(show.kernel_log(function() r:realize() end)) do
+      if k.reason:find("a copy to another device", 1, true) then n = n + 1 end
+    end
+    copies[#copies + 1] = n
+  end
+  ring.mode = mode
+  assert(copies[1] == 2 + 12 and copies[2] == 2 + 6, ("copies: ring %d, whole %d"):format(copies[1], copies[2]))
+  same(v:shard(three, { axis = 0 }):sum(0):to("CPU"):tolist(), v:sum(0):tolist(), 1e-5, "whole")
 end)
 
 test("a copy between CPU:0 and CPU:1 is a COPY in the graph: a copy kernel in the schedule, values and gradients", function()
