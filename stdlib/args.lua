@@ -45,18 +45,18 @@ end
 M.composed = {}
 
 -- Defines T[name] = wrap(fn) and records its parameter names for :help.
--- name -> the name it is another name for (view: reshape), so that whatever routes by name
--- (stdlib/multi.lua) treats both alike
-M.alias_of = {}
-function M.alias(T, name, of)
-  T[name], M.params[name], M.composed[name], M.alias_of[name] = T[of], M.params[of], M.composed[of], of
-end
-
 function M.def(T, name, params, fn)
   M.params[name] = params
   M.composed[name] = debug.getinfo(fn, "S").what ~= "C"
   T[name] = M.wrap(name, params, fn)
   return T[name]
+end
+
+-- name -> the name it is another name for (view: reshape), so that whatever routes by name
+-- (stdlib/multi.lua) treats both alike
+M.alias_of = {}
+function M.alias(T, name, of)
+  T[name], M.params[name], M.composed[name], M.alias_of[name] = T[of], M.params[of], M.composed[of], of
 end
 
 -- A function whose trailing options are named parameters too: options(name, {"self", "cin"},

@@ -11,8 +11,8 @@ local function describe(t) return ("(%s) %s"):format(table.concat(t.shape, ", ")
 
 -- Tensor arguments become whole buffers (a slice is copied: replay swaps buffers, and a view
 -- into a bigger buffer would keep the captured offset); the call gets those tensors. A sharded
--- tensor's pieces are inputs each. Bound
--- Variables are values that may change between calls: the kernels take them as parameters.
+-- tensor's pieces are inputs each. Bound Variables are values that may change between calls: the
+-- kernels take them as parameters.
 local function split_args(args)
   local tensors, others, vars = {}, {}, {}
   for i = 1, args.n do
