@@ -311,9 +311,7 @@ Tensor Tensor::detach() const {
 }
 
 std::optional<Tensor> Tensor::copy_to(const std::string& to) const {
-  std::optional<std::string> home_dev = home();
-  std::string dest = canonical_device(to);
-  std::string from = home_dev.value_or(default_device());
+  std::string from = home().value_or(default_device()), dest = canonical_device(to);
   if (from == dest) return *this;
   if (!get_device(from).host_memory() || !get_device(dest).host_memory()) return std::nullopt;
   return Tensor(UOp::make(Ops::COPY, dtype(), {uop}, dest));
