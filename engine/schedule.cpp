@@ -624,8 +624,8 @@ static const char* feeds_another_reduce(const UOp* red,
   return nullptr;
 }
 
-// A reduce whose value flows through elementwise ops and reshapes into more than one output
-// would be recomputed by each output's kernel: give it a kernel of its own (tinygrad's rule).
+// A reduce whose value flows through elementwise ops and views into more than one output would
+// be recomputed by each output's kernel: give it a kernel of its own (tinygrad's rule).
 std::unordered_map<const UOp*, const char*> reduces_feeding_several_outputs(const std::vector<UOpRef>& outs) {
   std::unordered_map<const UOp*, std::vector<const UOp*>> parents;
   std::unordered_set<const UOp*> is_out, seen;
@@ -652,8 +652,11 @@ std::unordered_map<const UOp*, const char*> reduces_feeding_several_outputs(cons
           outs_reached.insert(p);
           continue;
         }
-        if ((is_elementwise(p->op) || p->op == Ops::RESHAPE || p->op == Ops::DETACH) &&
-            visited.insert(p).second)
+        // through any view too: a consumer that reads the reduce through a pad, permute or expand
+        // realizes it on its own (KernelBuilder::walk_uncached), and one that reads it plainly then
+        // fused it a second time (U5: conv1 computed again in its gradient's kernel, after the
+        // Winograd transform of relu(conv1) had stored it)
+        if ((is_elementwise(p->op) || is_movement(p->op) || p->op == Ops::DETACH) && visited.insert(p).second)
           todo.push_back(p);
       }
     }

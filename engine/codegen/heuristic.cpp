@@ -171,6 +171,20 @@ struct CpuKernel {
     }
     return false;
   }
+  // A reduce over small windows only (every reduce dim at most 4 long, more than one of them or one
+  // of 3, which unroll_reduce leaves as a loop): the C renderer compiles it without AVX-512
+  // (backends/cpu/c_renderer.cpp, window_reduce).
+  bool window_reduce() const {
+    int dims_over_1 = 0;
+    bool three = false;
+    for (size_t d = 0; d < dims(); d++) {
+      if (!ks.reduces(d) || ks.full[d] == 1) continue;
+      if (!ks.full[d].is_const() || ks.full[d].value() > 4) return false;
+      dims_over_1++;
+      three |= ks.full[d].value() == 3;
+    }
+    return dims_over_1 > 1 || three;
+  }
   // The distinct bytes a view reads (over the loops from `from` in).
   int64_t bytes(const ShapeTracker& st, DType t, size_t from = 0) const {
     int64_t n = itemsize(t);
@@ -367,12 +381,12 @@ bool upcast_joined_dims(CpuKernel& k) {
 // Measured with 16 lanes: a 1024 matmul's 8x32 tile ran 1.7x faster than 8x16, a conv's 24-wide
 // row 2x faster than 8x8 pixels; two 32-wide tiles (a 64-wide matmul) made clang spill its
 // accumulators, 15x slower.
-Tile tile_row(CpuKernel& k) {
+Tile tile_row(CpuKernel& k, const Machine& m) {
   Tile t;
   for (size_t d = k.dims(); d-- > 0;) {
     if (!k.tileable(d) || k.breaks_stream(d)) continue;
     t.reused = k.broadcast_views(d);
-    for (int64_t amt : row_widths(k.ks.full[d].value()))
+    for (int64_t amt : row_widths(k.ks.full[d].value(), m.simd.float_lanes))
       if (k.split(d, amt)) {
         t.row = t.size = amt;
         t.row_dim = d;
@@ -517,10 +531,26 @@ void order_outer_loops(CpuKernel& k, const std::vector<size_t>& outer, const Mac
     k.apply(OptOp::SWAP, outer[0], opt_at(k.ks, OptOp::SWAP, outer[1], 0).axis);
 }
 
+// The machine as a kernel compiled for AVX2 sees it: where the renderer leaves out AVX-512 for a
+// window reduce, a tile sized for 32 registers of 16 lanes spills. Measured on the Xeon, 1 thread,
+// in turns (show.try_opts): the 3x3 convolution of 64x1x28x28 by 32 filters (U5's conv1), a row
+// of 26 outputs by 4 channels (104 accumulators), 1.13 ms; 13 by 2 as sized here, 0.56 ms.
+const Machine& avx2_like(const Machine& m) {
+  if (m.simd.float_lanes < 16) return m;
+  static const Machine narrow = [&] {
+    Machine n = m;
+    n.simd = {"AVX2", 8, 16};
+    return n;
+  }();
+  return narrow;
+}
+
 } // namespace
 
-std::vector<int64_t> row_widths(int64_t n) {
-  const int64_t lanes = machine().simd.float_lanes, two = 2 * lanes;
+std::vector<int64_t> row_widths(int64_t n) { return row_widths(n, machine().simd.float_lanes); }
+
+std::vector<int64_t> row_widths(int64_t n, int64_t lanes) {
+  const int64_t two = 2 * lanes;
   std::vector<int64_t> amts = {two, lanes, 8, 5, 4, 3};
   std::sort(amts.rbegin(), amts.rend());
   amts.erase(std::unique(amts.begin(), amts.end()), amts.end());
@@ -539,14 +569,14 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
                                  const Target& target, const UOp* stored) {
   if (target.gpu) return gpu_opts(ks, sts, loaded, target);
-  const Machine& m = machine();
   CpuKernel k{ks, sts, loaded, {}};
+  const Machine& m = k.window_reduce() ? avx2_like(machine()) : machine();
   if (!k.has_reduce()) {
     if (!upcast_joined_dims(k) && !upcast_masked_row(k, m)) upcast_strided_copy(k, m);
     order_for_transpose(k, stored, m);
     return k.applied;
   }
-  Tile t = tile_row(k);
+  Tile t = tile_row(k, m);
   tile_second_dim(k, t, m);
   widen_small_tile(k, t);
   if (t.size > 1 || !split_repeated_loads(k, m)) unroll_reduce(k, t, reduce_op);

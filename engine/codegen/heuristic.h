@@ -21,5 +21,6 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
 // The widths a CPU tile's row along an n-long dim may take, best first (the first that divides n
 // and is legal wins); engine/pack.cpp makes panels of the width the row will have.
 std::vector<int64_t> row_widths(int64_t n);
+std::vector<int64_t> row_widths(int64_t n, int64_t lanes); // for a vector of `lanes` floats
 
 } // namespace mg

@@ -185,6 +185,25 @@ H.cpu_test("a max-pool's window reduce is compiled without AVX-512, and gives th
   H.same(pooled:flatten():tolist(), want, 0)
 end)
 
+H.cpu_test("a window reduce compiled without AVX-512 gets a tile that AVX2's registers hold", function()
+  -- a 3x3 convolution over one channel: its tile was sized for 32 AVX-512 registers (26 outputs
+  -- by 4 channels) and then compiled for AVX2's 16, 2.4x slower than a tile sized for them
+  local x, w = Tensor.rand(4, 1, 12, 30):realize(), (Tensor.rand(8, 1, 3, 3) - 0.5):realize()
+  local y = x:conv2d(w)
+  local items = y:schedule()
+  local src = items[#items].src
+  assert(src:find("//!flag -mno-avx512f", 1, true), "no -mno-avx512f line:\n" .. src)
+  local accs = 0
+  for _ in src:gmatch("float acc%d+ = ") do accs = accs + 1 end
+  assert(accs > 1 and accs <= 8 * 16 / 2, accs .. " accumulators for 16 registers of 8 floats")
+  local xv, wv, got = x:tolist(), w:tolist(), y:tolist()
+  for n = 1, 4 do for c = 1, 8 do for i = 1, 10 do for j = 1, 28 do
+    local s = 0
+    for di = 0, 2 do for dj = 0, 2 do s = s + xv[n][1][i + di][j + dj] * wv[c][1][di + 1][dj + 1] end end
+    assert(math.abs(got[n][c][i][j] - s) <= 1e-5, ("y[%d][%d][%d][%d] = %g, want %g"):format(n, c, i, j, got[n][c][i][j], s))
+  end end end end
+end)
+
 test("a loss realized after its gradients reads the forward's buffers, not computing them again", function()
   -- the scheduler realizes a graph rewritten first (custom gradients dropped: max_pool2d's, and
   -- Winograd's), and cached the values on the rewritten nodes only: the second convolution, above
@@ -206,6 +225,32 @@ test("a loss realized after its gradients reads the forward's buffers, not compu
   end
   assert(#log <= 2, #log .. " kernels for the loss after its gradient")
   assert(math.abs(loss:item() - want) <= 1e-6 * math.abs(want), loss:item() .. " vs " .. want)
+end)
+
+test("a reduce read plainly by one output and through a view by another is computed once", function()
+  -- the view's kernel stores the reduce on its own; the plain reader, scheduled first, had fused
+  -- it again (U5's conv1 computed twice: in its gradient's kernel and for Winograd's transform)
+  local x = Tensor.rand(16, 16):realize()
+  local r = x:sum(1)
+  local a, b = r + 1, r:reshape(4, 4):permute(1, 0) + 2
+  local reduces = 0
+  for _, k in ipairs(show.kernel_log(function() Tensor.realize_all { a, b } end)) do
+    if k.name:match("^r_") then reduces = reduces + 1 end
+  end
+  assert(reduces == 1, reduces .. " kernels computed the sum")
+  local v, sums = x:tolist(), {}
+  for i = 1, 16 do
+    sums[i] = 0
+    for j = 1, 16 do sums[i] = sums[i] + v[i][j] end
+  end
+  local wa, wb = {}, {}
+  for i = 1, 16 do wa[i] = sums[i] + 1 end
+  for i = 1, 4 do
+    wb[i] = {}
+    for j = 1, 4 do wb[i][j] = sums[(j - 1) * 4 + i] + 2 end
+  end
+  same(a:tolist(), wa, 1e-5)
+  same(b:tolist(), wb, 1e-5)
 end)
 
 H.done()
