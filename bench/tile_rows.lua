@@ -3,10 +3,10 @@
 -- everything else alike, best of 3 x 3 runs in turns (show.try_opts). engine/codegen/heuristic.cpp
 -- sizes the rows by the vector registers alone (16 accumulators with AVX-512: 8 rows of 32), as
 -- measured on a Zen 4, where 8x32 ran a 1024^3 matmul 1.7x faster than a tile of 8 accumulators.
--- On a 2-core Intel Xeon (AVX-512, 2026-11-26) 4 rows (8 accumulators) ran 1.2-1.7x faster on
--- every unpacked case here (256^3, 512^3, Winograd's batched matmuls over 32-256 channels), and
--- the packed 1024^3 went either way between runs (0.8x, 1.2x). Run it on another CPU before
--- changing the rule:
+-- On a 2-core Intel Xeon (AVX-512, Emerald Rapids) 4 rows first ran 1.2-1.7x faster on every
+-- unpacked case here: clang chose 256-bit vectors for that core, so 8 rows of 32 spilled. Since
+-- the C renderer asks for 512 bits where rows fill them (c_renderer.cpp, preferred_vector_bits),
+-- 8 rows are the fastest in every row there (2026-11-27: 256^3 0.24 ms against 0.25 and 0.33).
 --   MG_THREADS=1 build/moongrad bench/tile_rows.lua      (MG_VECTOR_WIDTH=8: the AVX2 profile)
 local cases = {
   { "1024^3 (B packed)", function() return Tensor.rand(1024, 1024):realize():matmul(Tensor.rand(1024, 1024):realize()) end },

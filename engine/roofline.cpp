@@ -21,10 +21,11 @@ std::mutex mu;
 std::optional<DeviceLimits> fixed;                        // ScopedLimits
 std::map<std::string, std::optional<DeviceLimits>> known; // key -> limits (nullopt: no probe)
 
-// What the limits depend on: the device's compiler and CPU, the vector profile, the threads.
+// What the limits depend on: the device's compiler and CPU, the vector profile, the threads, and
+// the probes' own version (2: the peak at 512 bits on AVX-512).
 std::string limits_key(Device& d, int threads) {
   return digest(d.fingerprint() + " lanes=" + std::to_string(machine().simd.float_lanes) +
-                " threads=" + std::to_string(threads));
+                " threads=" + std::to_string(threads) + " probes=2");
 }
 
 std::optional<DeviceLimits> read_cached(const std::string& key) {

@@ -111,6 +111,22 @@ int64_t tile_row_width(const std::vector<UOpRef>& linear, int64_t accumulators) 
 // loads step by the window along the row) ran a 2x2 max-pool over 512x32x24x24 in 13.5 ms, its AVX2 code
 // in 4.3 (the 8x8 one 2.2 against 0.6). Kernels of other kinds keep AVX-512: the AVX2 profile as a whole made
 // an MNIST step slower (308 against 256 ms).
+// The vector width clang is told to prefer, in bits (0: its own choice). A tile of accumulators is
+// packed into vectors along the rows it loads; where a row is narrower than a 512-bit vector,
+// clang packs two rows into one and loads them with gathers (a 5x5 convolution with 8-wide rows
+// ran 10x slower): 256. Where rows fill whole 512-bit vectors, with the AVX-512 profile, 512: the
+// heuristic sizes such tiles for 16 lanes in 32 registers, and for an Intel core (the Xeon of
+// 2026-11-26, Emerald Rapids) clang's own choice is 256-bit vectors, half the floats per
+// register, so an 8x32 tile's accumulators spilled (132 stack accesses in a 256^3 matmul's loop,
+// none at 512 bits: 0.48-0.71 -> 0.24 ms, 1 thread, in turns). AMD's Zen 4 took 512 bits
+// unasked. Other kernels keep clang's choice: at 512 bits an elementwise kernel of the MNIST
+// step ran 2x slower, and a 25-wide tile's 1.3x.
+int preferred_vector_bits(const std::vector<UOpRef>& linear, int64_t accumulators) {
+  int64_t row = tile_row_width(linear, accumulators);
+  if (row < 16) return 256;
+  return machine().simd.float_lanes >= 16 && accumulators >= 2 && row % 16 == 0 ? 512 : 0;
+}
+
 bool window_reduce(const std::vector<UOpRef>& linear) {
   bool acc = false, loop = false; // a fully unrolled reduce (no loop left) is not taken for a window
   for (auto& u : linear) {
@@ -149,11 +165,9 @@ const Dialect& c_dialect() {
       const std::vector<UOpRef>& linear = *k.linear;
       int64_t accumulators = std::count_if(linear.begin(), linear.end(),
                                            [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; });
-      // A tile of accumulators is packed into vectors along the rows it loads; where a row is
-      // narrower than a 512-bit vector, clang packs two rows into one and loads them with
-      // gathers (a 5x5 convolution with 8-wide rows ran 10x slower). The CPU device reads this
-      // line as a flag.
-      if (tile_row_width(linear, accumulators) < 16) os << kCompileFlagTag << "-mprefer-vector-width=256\n";
+      // The CPU device reads this line as a flag.
+      if (int bits = preferred_vector_bits(linear, accumulators))
+        os << kCompileFlagTag << "-mprefer-vector-width=" << bits << "\n";
       os << c_profile_flags();
       if (machine().simd.float_lanes >= 16 && window_reduce(linear))
         os << kCompileFlagTag << "-mno-avx512f\n";

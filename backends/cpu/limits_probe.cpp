@@ -39,7 +39,10 @@ struct DeviceArray {
 } // namespace
 
 std::string peak_probe_source(int lanes, int chains) {
+  // at the width the kernels' tiles are compiled for (c_renderer.cpp, preferred_vector_bits): clang's
+  // 256-bit choice for an Intel core halved this probe's peak, and a matmul then beat it
   std::string s = c_profile_flags();
+  if (lanes >= 16) s += std::string(kCompileFlagTag) + "-mprefer-vector-width=512\n";
   s += "typedef float vf __attribute__((vector_size(" + std::to_string(lanes * 4) + ")));\n";
   s += "void mg_peak_probe(void** bufs, int core, int ncores) {\n";
   s += "  const float* in = (const float*)bufs[0];\n  float* out = (float*)bufs[1];\n";

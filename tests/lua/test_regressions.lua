@@ -185,6 +185,23 @@ H.cpu_test("a max-pool's window reduce is compiled without AVX-512, and gives th
   H.same(pooled:flatten():tolist(), want, 0)
 end)
 
+H.cpu_test("a tile whose rows fill 512-bit vectors is compiled at 512 bits under the AVX-512 profile", function()
+  -- clang's own choice for an Intel core is 256 bits, where the 8x32 tile sized for 32 registers of
+  -- 16 floats spilled (2-3x slower); an elementwise kernel keeps clang's choice
+  local _, m = Device.machine()
+  local a, b = Tensor.rand(64, 48):realize(), Tensor.rand(48, 64):realize()
+  local items = a:matmul(b):schedule()
+  local src = items[#items].src
+  assert((src:find("-mprefer-vector-width=512", 1, true) ~= nil) == (m.float_lanes >= 16), "a matmul's flags:\n" .. src:sub(1, 300))
+  assert(not (a + 1):schedule()[1].src:find("-mprefer-vector-width=512", 1, true), "an add's flags")
+  local av, bv, got = a:tolist(), b:tolist(), a:matmul(b):tolist()
+  for i = 1, 64 do for j = 1, 64 do
+    local s = 0
+    for k = 1, 48 do s = s + av[i][k] * bv[k][j] end
+    assert(math.abs(got[i][j] - s) <= 1e-4, ("c[%d][%d] = %g, want %g"):format(i, j, got[i][j], s))
+  end end
+end)
+
 H.cpu_test("a window reduce compiled without AVX-512 gets a tile that AVX2's registers hold", function()
   -- a 3x3 convolution over one channel: its tile was sized for 32 AVX-512 registers (26 outputs
   -- by 4 channels) and then compiled for AVX2's 16, 2.4x slower than a tile sized for them
