@@ -121,7 +121,9 @@ int64_t tile_row_width(const std::vector<UOpRef>& linear, int64_t accumulators) 
 // none at 512 bits: 0.48-0.71 -> 0.24 ms, 1 thread, in turns). AMD's Zen 4 took 512 bits
 // unasked. Other kernels keep clang's choice: at 512 bits an elementwise kernel of the MNIST
 // step ran 2x slower, and a 25-wide tile's 1.3x.
-int preferred_vector_bits(const std::vector<UOpRef>& linear, int64_t accumulators) {
+int preferred_vector_bits(const std::vector<UOpRef>& linear) {
+  int64_t accumulators =
+      std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; });
   int64_t row = tile_row_width(linear, accumulators);
   if (row < 16) return 256;
   return machine().simd.float_lanes >= 16 && accumulators >= 2 && row % 16 == 0 ? 512 : 0;
@@ -163,10 +165,8 @@ const Dialect& c_dialect() {
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
       const std::vector<UOpRef>& linear = *k.linear;
-      int64_t accumulators = std::count_if(linear.begin(), linear.end(),
-                                           [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; });
       // The CPU device reads this line as a flag.
-      if (int bits = preferred_vector_bits(linear, accumulators))
+      if (int bits = preferred_vector_bits(linear))
         os << kCompileFlagTag << "-mprefer-vector-width=" << bits << "\n";
       os << c_profile_flags();
       if (machine().simd.float_lanes >= 16 && window_reduce(linear))

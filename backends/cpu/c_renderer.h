@@ -13,9 +13,9 @@ inline constexpr const char* kCompileFlagTag = "//!flag ";
 // The flag lines that hold the compiler to the vector profile (machine().simd) the opts were sized
 // for: every C kernel starts with them, and so does the roofline's probe.
 std::string c_profile_flags();
-// The vector width, in bits, the compiler should prefer for a kernel with these accumulators
-// (0: its own choice); the LLVM renderer asks it too.
-int preferred_vector_bits(const std::vector<UOpRef>& linear, int64_t accumulators);
+// The vector width, in bits, the compiler should prefer for a kernel (0: its own choice); the
+// LLVM renderer asks it too.
+int preferred_vector_bits(const std::vector<UOpRef>& linear);
 std::string render_c(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel);
 // The blocks render_c puts before a kernel's function, each as it appears in the source.
 std::vector<std::string> c_preamble();

@@ -5,7 +5,6 @@
 // type (<4 x float>); LLVM's vectorizers do the rest (see the IR after O2).
 #include "backends/cpu/llvm_renderer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -515,9 +514,7 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
   os << "  call void @" << fn << "_body(" << args << "i32 %core, i32 %ncores)\n  ret void\n}\n";
   // as clang marks C: floating-point exceptions are not observed, so LLVM may compute ahead; and
   // the vector width the C kernels are compiled for (backends/cpu/c_renderer.h)
-  int64_t accumulators =
-      std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; });
-  int bits = preferred_vector_bits(linear, accumulators);
+  int bits = preferred_vector_bits(linear);
   os << "attributes #0 = { \"no-trapping-math\"=\"true\""
      << (bits ? " \"prefer-vector-width\"=\"" + std::to_string(bits) + "\"" : std::string()) << " }\n";
   return os.str();
