@@ -288,8 +288,10 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   std::vector<UOpRef> views;
   std::vector<ScheduleItem> items;
   std::vector<KernelRun> runs;
+  double schedule_ms = 0;
   try {
     items = create_schedule(outs, &views, why ? why : boundary::explicit_realize);
+    schedule_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     runs = run_schedule(items);
     if (settings().viz) viz_record(outs, items, runs);
   } catch (...) {
@@ -306,9 +308,9 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
     double kt = 0;
     for (auto& r : runs)
       kt += r.seconds;
-    std::printf("*** realize: %zu kernel%s (%lld compiled), %.3f ms in kernels, %.3f ms total\n", runs.size(),
-                runs.size() == 1 ? "" : "s",
-                static_cast<long long>(global_counters().kernels_compiled - compiled0), kt * 1e3, ms);
+    std::printf("*** realize: %zu kernel%s (%lld compiled), %.3f ms scheduling, %.3f ms in kernels, %.3f ms total\n",
+                runs.size(), runs.size() == 1 ? "" : "s",
+                static_cast<long long>(global_counters().kernels_compiled - compiled0), schedule_ms, kt * 1e3, ms);
   }
   std::fflush(stdout);
 }

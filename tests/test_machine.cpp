@@ -301,6 +301,45 @@ TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
   }
 }
 
+TEST_CASE(
+    "hand-coded opts: an input re-read from L3 is blocked for L2 where the blocks are long, values right") {
+  settings().device = "CPU";
+  const int M = 64, K = 2048, N = 64; // 512 KiB per input
+  std::vector<double> a = counting(M * K, 1.0 / 64), b = counting(K * N, 1.0 / 32);
+  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  std::vector<double> want(M * N, 0.0);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
+      want[i * N + j] = acc;
+    }
+  auto block = [](const Ran& r) {
+    for (auto& o : r.opts)
+      if (o.op == OptOp::BLOCK) return o.amount;
+    return int64_t{0};
+  };
+  // B (512 KiB) outgrows a 256 KiB L2 but stays within the L3's cached share (1 MiB): each pass
+  // over A's rows streams it from L3, so the reduce runs in blocks of 64 or more iterations
+  {
+    ScopedMachine scoped(profile(16, {{"MG_L2_KB", "256"}, {"MG_L3_KB", "4096"}}));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO("opts: " << list(r.opts));
+    CHECK(block(r) >= 64);
+    check_close(r.values, want);
+  }
+  // with a 1 MiB L2 B fits it: no blocks
+  {
+    ScopedMachine scoped(profile(16, {{"MG_L2_KB", "1024"}, {"MG_L3_KB", "4096"}}));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO("opts: " << list(r.opts));
+    CHECK(block(r) == 0);
+    check_close(r.values, want);
+  }
+}
+
 TEST_CASE("hand-coded opts: a sum reading a value repeated along its inner loop is unrolled by a multiple of "
           "the repeat, values right") {
   settings().device = "CPU";

@@ -485,12 +485,20 @@ std::vector<size_t> outer_loops(const CpuKernel& k) {
 // block fill one core's L2 (1 MiB here; the commit that measured it called this half of a 2 MiB
 // L2, which is the two cores' together). Measured: that weight gradient 9.1 -> 6.7 ms against
 // the loop order of order_outer_loops, at 1 thread and at 2; 16 -> 8 ms against no remedy.
+//
+// An input re-read from the L3 (past L2, within cached_bytes) is blocked too, where the blocks
+// are long: each block stores and reloads the outputs' partial sums, which 64 iterations of the
+// tiled reduce loop pay for. Measured on the Xeon (2 MiB L2), matmul 1024 (its packed B of 4 MiB
+// streamed from L3 once per 8 rows of A), 4 blocks of 64 iterations (256 of K), in turns with
+// the unblocked kernel: 69-84 -> 78-113 GFLOPS at 1 thread, 117-145 -> 133-197 at 2. Its
+// AVX2-profile kernel (4x16 tiles, 8 of K an iteration) got 56 -> 52 GFLOPS from blocks of 32
+// iterations, which this bound leaves out; so do a Zen 4's 1 MiB and a Zen 3's 512 KiB L2.
 bool block_reduce(CpuKernel& k, const std::vector<size_t>& outer, const Machine& m) {
   size_t r = std::find(k.ks.kind.begin(), k.ks.kind.end(), kReduce) - k.ks.kind.begin();
   if (!k.ks.stores_reduce || r >= k.dims() || outer.empty()) return false;
   const int64_t cached = cached_bytes(m), block = m.l2.bytes / m.l2.shared_by;
-  int64_t step = 0; // bytes of the inputs per iteration of that reduce loop
-  bool reread = false;
+  int64_t step = 0;   // bytes of the inputs per iteration of that reduce loop
+  int64_t reread = 0; // the most bytes one pass of an output loop reads again
   for (auto& e : k.sts) {
     if (!k.full_load(e)) continue;
     auto& [u, st] = e;
@@ -499,10 +507,11 @@ bool block_reduce(CpuKernel& k, const std::vector<size_t>& outer, const Machine&
     // what one pass of loop o reads again: the loops inside it (a batched matmul's batch loop,
     // outside, reads another slice each time: 36 Winograd matmuls of 0.6 MiB are no 21 MiB input)
     for (size_t o : outer)
-      reread |= st.views.back().strides[o] == 0 && k.bytes(st, k.loaded.at(u), o + 1) > cached;
+      if (st.views.back().strides[o] == 0) reread = std::max(reread, k.bytes(st, k.loaded.at(u), o + 1));
   }
-  if (!reread || step <= 0) return false;
-  for (int64_t amt = std::min(k.ks.full[r] / 2, block / step); amt >= 16; amt--)
+  if (reread <= block || step <= 0) return false;
+  const int64_t shortest = reread > cached ? 16 : 64;
+  for (int64_t amt = std::min(k.ks.full[r] / 2, block / step); amt >= shortest; amt--)
     if (k.ks.full[r] % amt == 0) {
       k.apply(OptOp::BLOCK, r, amt);
       return true;
