@@ -12,6 +12,7 @@
 #include "engine/device.h"
 #include "engine/pack.h"
 #include "engine/pattern.h"
+#include "engine/schedule_cache.h"
 #include "engine/settings.h"
 #include "engine/shapetracker.h"
 #include "engine/stack_guard.h"
@@ -768,7 +769,24 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
 
 std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::vector<UOpRef>* views,
                                           const char* why) {
-  return schedule(outs, true, views, why);
+  // the graphs as schedule() resolves them; an output realized before is copied there (a fresh
+  // node each time), which the cache leaves to it
+  std::vector<UOpRef> resolved;
+  for (const UOpRef& o : outs) {
+    if (!is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached()) {
+      resolved.clear();
+      break;
+    }
+    resolved.push_back(resolve_realized(o));
+  }
+  GraphKey key = settings().scache && resolved.size() == outs.size() ? graph_key(resolved, why) : GraphKey{};
+  std::vector<ScheduleItem> items;
+  if (key.cacheable && replay_schedule(key, outs, views, items)) return items;
+  std::vector<UOpRef> own_views;
+  if (!views) views = &own_views; // the cache keeps them
+  items = schedule(outs, true, views, why);
+  if (key.cacheable) remember_schedule(key, outs, views, items);
+  return items;
 }
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) {
   return schedule(outs, false, nullptr, boundary::output);

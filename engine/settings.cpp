@@ -29,6 +29,7 @@ Settings& settings() {
     t.noopt = env_int("NOOPT", 0) != 0;
     t.viz = env_int("VIZ", 0) != 0;
     t.wino = env_int("WINO", 1) != 0;
+    t.scache = env_int("SCACHE", 1) != 0;
     if (const char* d = std::getenv("DEV"); d && *d) {
       t.device = d;
       std::transform(t.device.begin(), t.device.end(), t.device.begin(), ::toupper); // DEV=cpu works

@@ -10,6 +10,7 @@ struct Settings {
   bool noopt = false;      // NOOPT
   bool viz = false;        // VIZ: every realize's graphs into one HTML page (engine/viz.h)
   bool wino = true;        // WINO: 3x3 and 5x5 convolutions as Winograd (stdlib/winograd.lua)
+  bool scache = true;      // SCACHE: the schedule cache (engine/schedule_cache.h)
   std::string device = "CPU";
   int threads = 1; // MG_THREADS, default: every core
 };

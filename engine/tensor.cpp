@@ -289,6 +289,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   std::vector<ScheduleItem> items;
   std::vector<KernelRun> runs;
   double schedule_ms = 0;
+  int64_t cached0 = global_counters().schedules_cached;
   try {
     items = create_schedule(outs, &views, why ? why : boundary::explicit_realize);
     schedule_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -308,9 +309,11 @@ void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
     double kt = 0;
     for (auto& r : runs)
       kt += r.seconds;
-    std::printf("*** realize: %zu kernel%s (%lld compiled), %.3f ms scheduling, %.3f ms in kernels, %.3f ms total\n",
+    std::printf("*** realize: %zu kernel%s (%lld compiled), %.3f ms scheduling%s, %.3f ms in kernels, %.3f "
+                "ms total\n",
                 runs.size(), runs.size() == 1 ? "" : "s",
-                static_cast<long long>(global_counters().kernels_compiled - compiled0), schedule_ms, kt * 1e3, ms);
+                static_cast<long long>(global_counters().kernels_compiled - compiled0), schedule_ms,
+                global_counters().schedules_cached > cached0 ? " (cached)" : "", kt * 1e3, ms);
   }
   std::fflush(stdout);
 }

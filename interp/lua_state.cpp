@@ -215,6 +215,7 @@ const CounterField kCounters[] = {
     {"global_mem", true, &GlobalCounters::global_mem, nullptr},
     {"time_sum_s", false, nullptr, &GlobalCounters::time_sum_s},
     {"kernels_compiled", true, &GlobalCounters::kernels_compiled, nullptr},
+    {"schedules_cached", true, &GlobalCounters::schedules_cached, nullptr},
 };
 const CounterField* find_counter(lua_State* L, int idx) {
   const char* k = luaL_checkstring(L, idx);
@@ -222,7 +223,7 @@ const CounterField* find_counter(lua_State* L, int idx) {
     if (std::strcmp(f.name, k) == 0) return &f;
   luaL_error(L,
              "GlobalCounters has no field '%s' (kernel_count, mem_used, global_ops, global_mem, time_sum_s, "
-             "kernels_compiled)",
+             "kernels_compiled, schedules_cached)",
              k);
   return nullptr;
 }
@@ -292,13 +293,15 @@ void apply_setting(lua_State* L, Settings& s, const char* key, int v) {
     s.viz = setting_int(L, key, v) != 0;
   else if (k == "WINO")
     s.wino = setting_int(L, key, v) != 0;
+  else if (k == "SCACHE")
+    s.scache = setting_int(L, key, v) != 0;
   else if (k == "DEV" || k == "DEVICE") {
     if (lua_type(L, v) != LUA_TSTRING) luaL_error(L, "Context: %s must be a device name", key);
     std::string d = lua_tostring(L, v);
     check_runnable(d); // throws for unknown devices (naming the known ones) and ones that cannot run
     s.device = d;
   } else
-    luaL_error(L, "Context: unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, WINO, DEV)", key);
+    luaL_error(L, "Context: unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, WINO, SCACHE, DEV)", key);
 }
 
 int context(lua_State* L) {
@@ -320,7 +323,7 @@ int context(lua_State* L) {
   return lua_gettop(L) - 1;
 }
 
-// show.setting(NAME [, value]): reads, or sets then reads, DEBUG, BEAM, NOOPT, VIZ, WINO or DEV.
+// show.setting(NAME [, value]): reads, or sets then reads, DEBUG, BEAM, NOOPT, VIZ, WINO, SCACHE or DEV.
 int show_setting(lua_State* L) {
   std::string k = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) apply_setting(L, settings(), k.c_str(), 2);
@@ -335,10 +338,12 @@ int show_setting(lua_State* L) {
     lua_pushinteger(L, s.viz ? 1 : 0);
   else if (k == "WINO")
     lua_pushinteger(L, s.wino ? 1 : 0);
+  else if (k == "SCACHE")
+    lua_pushinteger(L, s.scache ? 1 : 0);
   else if (k == "DEV" || k == "DEVICE")
     lua_pushstring(L, s.device.c_str());
   else
-    luaL_error(L, "unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, WINO, DEV)", k.c_str());
+    luaL_error(L, "unknown setting '%s' (DEBUG, BEAM, NOOPT, VIZ, WINO, SCACHE, DEV)", k.c_str());
   return 1;
 }
 

@@ -270,4 +270,41 @@ test("a reduce read plainly by one output and through a view by another is compu
   same(b:tolist(), wb, 1e-5)
 end)
 
+test("a graph built again over new buffers reuses its first schedule, reading the new buffers (SCACHE)", function()
+  -- the sum gets a kernel of its own (read plainly by a and through a view by b), so the schedule
+  -- caches it on the node: a replay must cache this run's buffer there, not the first run's
+  local function run()
+    local x = Tensor.rand(16, 16):realize()
+    local r = x:sum(1)
+    local a, b = r + 1, r:reshape(4, 4):permute(1, 0) * 2
+    Tensor.realize_all { a, b }
+    local v, sums = x:tolist(), {}
+    for i = 1, 16 do
+      sums[i] = 0
+      for j = 1, 16 do sums[i] = sums[i] + v[i][j] end
+    end
+    local wa, wb = {}, {}
+    for i = 1, 16 do wa[i] = sums[i] + 1 end
+    for i = 1, 4 do
+      wb[i] = {}
+      for j = 1, 4 do wb[i][j] = sums[(j - 1) * 4 + i] * 2 end
+    end
+    same(a:tolist(), wa, 1e-5)
+    same(b:tolist(), wb, 1e-5)
+    -- the sum is this run's buffer: reading it is one elementwise kernel, not the sum again
+    local c = r * 3
+    local log = show.kernel_log(function() c:realize() end)
+    assert(#log == 1 and log[1].name:match("^E_"), "r * 3 ran " .. #log .. " kernels: " .. (log[1] or {}).name)
+    local w3 = {}
+    for i = 1, 16 do w3[i] = sums[i] * 3 end
+    same(c:tolist(), w3, 1e-5)
+  end
+  local c0 = GlobalCounters.schedules_cached
+  for _ = 1, 3 do run() end
+  assert(GlobalCounters.schedules_cached - c0 >= 2, "runs 2 and 3 should replay run 1's schedule")
+  local c1 = GlobalCounters.schedules_cached
+  Context({ SCACHE = 0 }, run)
+  same(GlobalCounters.schedules_cached, c1)
+end)
+
 H.done()
