@@ -784,8 +784,9 @@ std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::
   if (key.cacheable && replay_schedule(key, outs, views, items)) return items;
   std::vector<UOpRef> own_views;
   if (!views) views = &own_views; // the cache keeps them
+  uint64_t epoch = UOp::mutation_epoch();
   items = schedule(outs, true, views, why);
-  if (key.cacheable) remember_schedule(key, outs, views, items);
+  if (key.cacheable) remember_schedule(key, outs, views, items, UOp::mutation_epoch() != epoch);
   return items;
 }
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) {

@@ -1,8 +1,10 @@
 #include "engine/schedule_cache.h"
 
+#include <optional>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/counters.h"
 #include "engine/device.h"
@@ -40,9 +42,14 @@ struct Entry {
   std::vector<uint64_t> sig;
   std::vector<FreshBuffer> fresh;
   std::vector<CachedItem> items;
-  std::vector<ViewTemplate> views;                       // one per output
-  std::vector<std::pair<size_t, ViewTemplate>> pins;     // key.nodes[i] was cached as this view
-  std::vector<std::pair<size_t, ViewTemplate>> out_pins; // outs[i] was
+  std::vector<ViewTemplate> views; // one per output
+  struct Pin {
+    size_t at; // key.nodes[at], or outs[at]
+    ViewTemplate view;
+    bool forever; // an assign, its target for good (UOp::pin_cached); else for this epoch
+  };
+  std::vector<Pin> pins, out_pins;
+  bool new_epoch = false; // the schedule writes a buffer in place: values cached before are stale
 };
 
 // Entries by key hash. A loop makes one graph over and over; a program that makes ever new ones
@@ -95,6 +102,17 @@ GraphKey graph_key(const std::vector<UOpRef>& resolved, const char* why) {
   sig.push_back(hash_str(default_device()));
   sig.push_back(hash_str(machine().describe()));
   sig.push_back(settings().noopt);
+  // An assign's unique tag (the CONST that keeps two equal assigns apart) is new every step: it
+  // counts by its place alone.
+  std::unordered_set<const UOp*> tags;
+  auto buffer = [&](const std::shared_ptr<Buffer>& b) {
+    auto [it, fresh] = buf_index.try_emplace(b.get(), k.bufs.size());
+    if (fresh) k.bufs.push_back(b);
+    sig.push_back(it->second);
+    sig.push_back(b->size);
+    sig.push_back(static_cast<uint64_t>(b->dtype));
+    sig.push_back(hash_str(b->device));
+  };
   for (const UOpRef& root : resolved) {
     std::vector<std::pair<const UOp*, size_t>> stack;
     if (!index.count(root.get())) stack.push_back({root.get(), 0});
@@ -102,15 +120,12 @@ GraphKey graph_key(const std::vector<UOpRef>& resolved, const char* why) {
       auto& [u, i] = stack.back();
       if (i < u->src.size()) {
         const UOp* s = u->src[i++].get();
+        if (u->op == Ops::CONTIGUOUS && i == 2 && s->op == Ops::CONST) tags.insert(s);
         if (!index.count(s)) stack.push_back({s, 0});
         continue;
       }
-      // in-place writes, copies between devices and bound Variables (a new key per value) are
-      // scheduled afresh every time
-      if ((u->op == Ops::CONTIGUOUS &&
-           (u->src.size() > 1 || std::holds_alternative<std::shared_ptr<Buffer>>(u->arg))) ||
-          u->op == Ops::COPY || u->op == Ops::BIND)
-        return GraphKey{};
+      // copies between devices and bound Variables (a new key per value) are scheduled afresh
+      if (u->op == Ops::COPY || u->op == Ops::BIND) return GraphKey{};
       if (index.count(u)) { // reached twice on the stack before it was done
         stack.pop_back();
         continue;
@@ -121,14 +136,10 @@ GraphKey graph_key(const std::vector<UOpRef>& resolved, const char* why) {
       sig.push_back(u->src.size());
       for (auto& s : u->src)
         sig.push_back(index.at(s.get()));
-      if (u->op == Ops::BUFFER) {
-        const std::shared_ptr<Buffer>& b = u->buffer();
-        auto [it, fresh] = buf_index.try_emplace(b.get(), k.bufs.size());
-        if (fresh) k.bufs.push_back(b);
-        sig.push_back(it->second);
-        sig.push_back(b->size);
-        sig.push_back(static_cast<uint64_t>(b->dtype));
-        sig.push_back(hash_str(b->device));
+      if (u->op == Ops::BUFFER || std::holds_alternative<std::shared_ptr<Buffer>>(u->arg)) {
+        buffer(u->buffer()); // a buffer, or an assign's target
+      } else if (tags.count(u)) {
+        sig.push_back(~uint64_t{0});
       } else {
         // by value: int64 and double args hash to their bits; strings, shapes and views to a
         // 64-bit hash
@@ -171,18 +182,26 @@ bool replay_schedule(const GraphKey& key, const std::vector<UOpRef>& outs, std::
     for (const ViewTemplate& t : e->views)
       views->push_back(build(t, slots));
   }
-  for (auto& [i, t] : e->pins)
-    key.nodes[i]->set_cached(build(t, slots));
-  for (auto& [i, t] : e->out_pins)
-    outs[i]->set_cached(build(t, slots));
+  if (e->new_epoch) UOp::mutation_epoch()++;
+  auto pin = [&](const UOp* u, const Entry::Pin& p) {
+    if (p.forever)
+      u->pin_cached(build(p.view, slots));
+    else
+      u->set_cached(build(p.view, slots));
+  };
+  for (const Entry::Pin& p : e->pins)
+    pin(key.nodes[p.at], p);
+  for (const Entry::Pin& p : e->out_pins)
+    pin(outs[p.at].get(), p);
   return true;
 }
 
 void remember_schedule(const GraphKey& key, const std::vector<UOpRef>& outs, const std::vector<UOpRef>* views,
-                       const std::vector<ScheduleItem>& items) {
+                       const std::vector<ScheduleItem>& items, bool new_epoch) {
   if (!views || views->size() != outs.size()) return;
   Entry e;
   e.sig = key.sig;
+  e.new_epoch = new_epoch;
   std::unordered_map<const Buffer*, size_t> slot_of;
   for (size_t i = 0; i < key.bufs.size(); i++)
     slot_of.emplace(key.bufs[i].get(), i);
@@ -203,18 +222,18 @@ void remember_schedule(const GraphKey& key, const std::vector<UOpRef>& outs, con
     if (!t) return;
     e.views.push_back(std::move(*t));
   }
+  // the values the schedule left cached (those it cached before a new epoch read as none)
+  auto pinned = [&](const UOp* u, size_t at, std::vector<Entry::Pin>& to) {
+    UOpRef c = u->op == Ops::REALIZED ? nullptr : u->cached();
+    if (!c) return true;
+    auto t = view_template(c, slot_of);
+    if (t) to.push_back({at, std::move(*t), u->realized_epoch == 0});
+    return t.has_value();
+  };
   for (size_t i = 0; i < key.nodes.size(); i++)
-    if (UOpRef c = key.nodes[i]->cached(); c && key.nodes[i]->op != Ops::BUFFER) {
-      auto t = view_template(c, slot_of);
-      if (!t) return;
-      e.pins.emplace_back(i, std::move(*t));
-    }
+    if (key.nodes[i]->op != Ops::BUFFER && !pinned(key.nodes[i], i, e.pins)) return;
   for (size_t i = 0; i < outs.size(); i++)
-    if (UOpRef c = outs[i]->cached()) {
-      auto t = view_template(c, slot_of);
-      if (!t) return;
-      e.out_pins.emplace_back(i, std::move(*t));
-    }
+    if (!pinned(outs[i].get(), i, e.out_pins)) return;
   if (entry_count >= kMaxEntries) {
     entries().clear();
     entry_count = 0;

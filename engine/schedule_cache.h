@@ -15,7 +15,7 @@ namespace mg {
 // The graphs of one realize (resolved: realized nodes replaced by their buffer views), reduced to
 // their structure.
 struct GraphKey {
-  bool cacheable = false;                    // false: assigns, copies or bound Variables (see graph_key)
+  bool cacheable = false;                    // false: copies or bound Variables (see graph_key)
   std::vector<UOpRef> roots;                 // keeps `nodes` alive
   std::vector<uint64_t> sig;                 // each node: op, dtype, arg (a buffer as its number), sources
   size_t hash = 0;                           // of sig
@@ -31,8 +31,9 @@ GraphKey graph_key(const std::vector<UOpRef>& resolved, const char* why);
 bool replay_schedule(const GraphKey& key, const std::vector<UOpRef>& outs, std::vector<UOpRef>* views,
                      std::vector<ScheduleItem>& items);
 
-// Records a schedule just made for key (after it ran its course: devices settled, nodes cached).
+// Records a schedule just made for key (after it ran its course: devices settled, nodes cached);
+// new_epoch: it started a new epoch (an in-place write), which a replay does too.
 void remember_schedule(const GraphKey& key, const std::vector<UOpRef>& outs, const std::vector<UOpRef>* views,
-                       const std::vector<ScheduleItem>& items);
+                       const std::vector<ScheduleItem>& items, bool new_epoch);
 
 } // namespace mg

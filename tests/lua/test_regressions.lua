@@ -307,4 +307,25 @@ test("a graph built again over new buffers reuses its first schedule, reading th
   same(GlobalCounters.schedules_cached, c1)
 end)
 
+test("a replayed schedule with assigns writes each step's new values (SCACHE)", function()
+  -- an optimizer's shape: m and w assigned in one realize, w's update reading the new m
+  local w, m = Tensor { 1.0, 2.0, 3.0, 4.0 }:realize(), Tensor.zeros(4):realize()
+  local lw, lm = { 1.0, 2.0, 3.0, 4.0 }, { 0.0, 0.0, 0.0, 0.0 }
+  local c0 = GlobalCounters.schedules_cached
+  for _ = 1, 4 do
+    local x = Tensor.rand(4):realize()
+    local xv = x:tolist()
+    m:assign(m * 0.9 + w * x * 0.1)
+    w:assign(w - m * 0.5)
+    Tensor.realize_all { m, w }
+    for i = 1, 4 do
+      lm[i] = lm[i] * 0.9 + lw[i] * xv[i] * 0.1
+      lw[i] = lw[i] - lm[i] * 0.5
+    end
+    same(m:tolist(), lm, 1e-5)
+    same(w:tolist(), lw, 1e-5)
+  end
+  assert(GlobalCounters.schedules_cached - c0 >= 2, "steps 2 to 4 should replay step 1's schedule")
+end)
+
 H.done()
