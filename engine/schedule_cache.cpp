@@ -53,13 +53,14 @@ struct Entry {
 };
 
 // Entries by key hash. A loop makes one graph over and over; a program that makes ever new ones
-// (a growing sequence) would fill it, so it starts over past this many.
-constexpr size_t kMaxEntries = 256;
+// (a sequence grown a token at a time) would fill it, so it starts over past this many entries or
+// this many words of keys (an MNIST training step's is about 8k, 1,400 nodes).
+constexpr size_t kMaxEntries = 256, kMaxKeyWords = size_t{4} << 20;
 std::unordered_map<size_t, std::vector<Entry>>& entries() {
   static auto* m = new std::unordered_map<size_t, std::vector<Entry>>(); // leaked: ASTs outlive statics
   return *m;
 }
-size_t entry_count = 0;
+size_t entry_count = 0, key_words = 0;
 
 // The template of a buffer view, or nullopt where it is not movement ops over a known buffer.
 std::optional<ViewTemplate> view_template(const UOpRef& v,
@@ -234,12 +235,13 @@ void remember_schedule(const GraphKey& key, const std::vector<UOpRef>& outs, con
     if (key.nodes[i]->op != Ops::BUFFER && !pinned(key.nodes[i], i, e.pins)) return;
   for (size_t i = 0; i < outs.size(); i++)
     if (!pinned(outs[i].get(), i, e.out_pins)) return;
-  if (entry_count >= kMaxEntries) {
+  if (entry_count >= kMaxEntries || key_words + e.sig.size() > kMaxKeyWords) {
     entries().clear();
-    entry_count = 0;
+    entry_count = key_words = 0;
   }
-  entries()[key.hash].push_back(std::move(e));
   entry_count++;
+  key_words += e.sig.size();
+  entries()[key.hash].push_back(std::move(e));
 }
 
 } // namespace mg
