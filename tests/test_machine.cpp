@@ -119,6 +119,20 @@ void check_close(const std::vector<float>& got, const std::vector<double>& want)
   }
 }
 
+// a (M x K) @ b (K x N) in float32, as the kernel rounds its inputs
+std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b, int M, int K,
+                               int N) {
+  std::vector<double> want(static_cast<size_t>(M * N), 0.0);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
+      want[i * N + j] = acc;
+    }
+  return want;
+}
+
 } // namespace
 
 TEST_CASE("sysfs caches: levels, sizes and sharing from a fake tree") {
@@ -237,14 +251,7 @@ TEST_CASE("hand-coded opts: a matmul's register tile under each profile, values 
   std::vector<double> a = counting(M * K, 0.25), b = counting(K * N, 0.5);
   Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
   Tensor::realize_all({&ta, &tb});
-  std::vector<double> want(M * N, 0.0);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      float acc = 0;
-      for (int k = 0; k < K; k++)
-        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
-      want[i * N + j] = acc;
-    }
+  std::vector<double> want = matmul_ref(a, b, M, K, N);
   for (int lanes : {8, 16}) {
     ScopedMachine scoped(profile(lanes));
     Ran r = lower_and_run(ta.matmul(tb));
@@ -269,14 +276,7 @@ TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
   std::vector<double> a = counting(M * K, 0.125), b = counting(K * N, 0.25);
   Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
   Tensor::realize_all({&ta, &tb});
-  std::vector<double> want(M * N, 0.0);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      float acc = 0;
-      for (int k = 0; k < K; k++)
-        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
-      want[i * N + j] = acc;
-    }
+  std::vector<double> want = matmul_ref(a, b, M, K, N);
   auto blocked = [](const Ran& r) {
     for (auto& o : r.opts)
       if (o.op == OptOp::BLOCK) return true;
@@ -308,14 +308,7 @@ TEST_CASE(
   std::vector<double> a = counting(M * K, 1.0 / 64), b = counting(K * N, 1.0 / 32);
   Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
   Tensor::realize_all({&ta, &tb});
-  std::vector<double> want(M * N, 0.0);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      double acc = 0;
-      for (int k = 0; k < K; k++)
-        acc += static_cast<float>(a[i * K + k]) * static_cast<float>(b[k * N + j]);
-      want[i * N + j] = acc;
-    }
+  std::vector<double> want = matmul_ref(a, b, M, K, N);
   auto block = [](const Ran& r) {
     for (auto& o : r.opts)
       if (o.op == OptOp::BLOCK) return o.amount;

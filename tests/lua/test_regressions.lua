@@ -244,6 +244,22 @@ test("a loss realized after its gradients reads the forward's buffers, not compu
   assert(math.abs(loss:item() - want) <= 1e-6 * math.abs(want), loss:item() .. " vs " .. want)
 end)
 
+-- x (16x16) summed along dim 1 (r), and what r + 1 and r:reshape(4, 4):permute(1, 0) * k + c hold
+local function sums_and_views(x, k, c)
+  local v, sums = x:tolist(), {}
+  for i = 1, 16 do
+    sums[i] = 0
+    for j = 1, 16 do sums[i] = sums[i] + v[i][j] end
+  end
+  local wa, wb = {}, {}
+  for i = 1, 16 do wa[i] = sums[i] + 1 end
+  for i = 1, 4 do
+    wb[i] = {}
+    for j = 1, 4 do wb[i][j] = sums[(j - 1) * 4 + i] * k + c end
+  end
+  return sums, wa, wb
+end
+
 test("a reduce read plainly by one output and through a view by another is computed once", function()
   -- the view's kernel stores the reduce on its own; the plain reader, scheduled first, had fused
   -- it again (U5's conv1 computed twice: in its gradient's kernel and for Winograd's transform)
@@ -255,17 +271,7 @@ test("a reduce read plainly by one output and through a view by another is compu
     if k.name:match("^r_") then reduces = reduces + 1 end
   end
   assert(reduces == 1, reduces .. " kernels computed the sum")
-  local v, sums = x:tolist(), {}
-  for i = 1, 16 do
-    sums[i] = 0
-    for j = 1, 16 do sums[i] = sums[i] + v[i][j] end
-  end
-  local wa, wb = {}, {}
-  for i = 1, 16 do wa[i] = sums[i] + 1 end
-  for i = 1, 4 do
-    wb[i] = {}
-    for j = 1, 4 do wb[i][j] = sums[(j - 1) * 4 + i] + 2 end
-  end
+  local _, wa, wb = sums_and_views(x, 1, 2)
   same(a:tolist(), wa, 1e-5)
   same(b:tolist(), wb, 1e-5)
 end)
@@ -278,17 +284,7 @@ test("a graph built again over new buffers reuses its first schedule, reading th
     local r = x:sum(1)
     local a, b = r + 1, r:reshape(4, 4):permute(1, 0) * 2
     Tensor.realize_all { a, b }
-    local v, sums = x:tolist(), {}
-    for i = 1, 16 do
-      sums[i] = 0
-      for j = 1, 16 do sums[i] = sums[i] + v[i][j] end
-    end
-    local wa, wb = {}, {}
-    for i = 1, 16 do wa[i] = sums[i] + 1 end
-    for i = 1, 4 do
-      wb[i] = {}
-      for j = 1, 4 do wb[i][j] = sums[(j - 1) * 4 + i] * 2 end
-    end
+    local sums, wa, wb = sums_and_views(x, 2, 0)
     same(a:tolist(), wa, 1e-5)
     same(b:tolist(), wb, 1e-5)
     -- the sum is this run's buffer: reading it is one elementwise kernel, not the sum again
