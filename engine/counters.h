@@ -10,8 +10,7 @@ struct GlobalCounters {
   int64_t global_ops = 0;
   int64_t global_mem = 0;
   int64_t kernels_compiled = 0; // compiler runs (a kernel found in the on-disk cache is not one)
-  int64_t schedules_cached =
-      0; // realizes whose kernels came from the schedule cache (engine/schedule_cache.h)
+  int64_t schedules_cached = 0; // realizes replayed by the schedule cache (engine/schedule_cache.h)
 };
 GlobalCounters& global_counters();
 } // namespace mg

@@ -669,8 +669,9 @@ std::unordered_map<const UOp*, const char*> reduces_feeding_several_outputs(cons
   return r;
 }
 
+// resolved0: outs0 already resolved (create_schedule did it for the cache's key), or null.
 std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit, std::vector<UOpRef>* views,
-                                   const char* why) {
+                                   const char* why, const std::vector<UOpRef>* resolved0 = nullptr) {
   Scheduler s(commit);
   struct Final {
     UOpRef out, resolved, view; // an output, its graph as scheduled, the view it holds afterwards
@@ -689,13 +690,14 @@ std::vector<ScheduleItem> schedule(const std::vector<UOpRef>& outs0, bool commit
       renamed.emplace(from.get(), std::pair{from, to});
     return out;
   };
-  for (const auto& o : outs0) {
+  for (size_t i = 0; i < outs0.size(); i++) {
+    const UOpRef& o = outs0[i];
     UOpRef x = o;
     // A graph whose value an earlier realize made may be a buffer another tensor holds: copy
     // it, so that an in-place write to one tensor never changes the other.
     if (commit && !is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached())
       x = UOp::make(Ops::CONTIGUOUS, o->dtype, {o, UOp::unique_tag()});
-    UOpRef r = resolve_realized(x);
+    UOpRef r = resolved0 ? (*resolved0)[i] : resolve_realized(x);
     // rewrites of the whole graph only where they have work to do (decided before either runs:
     // a rewrite may free the nodes listed)
     auto nodes = toposort(r.get());
@@ -785,7 +787,7 @@ std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::
   std::vector<UOpRef> own_views;
   if (!views) views = &own_views; // the cache keeps them
   uint64_t epoch = UOp::mutation_epoch();
-  items = schedule(outs, true, views, why);
+  items = schedule(outs, true, views, why, resolved.size() == outs.size() ? &resolved : nullptr);
   if (key.cacheable) remember_schedule(key, outs, views, items, UOp::mutation_epoch() != epoch);
   return items;
 }

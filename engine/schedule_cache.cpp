@@ -15,7 +15,6 @@ namespace mg {
 
 namespace {
 
-uint64_t mix64(uint64_t h, uint64_t v) { return (h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
 uint64_t hash_str(std::string_view s) { return std::hash<std::string_view>{}(s); }
 
 // A buffer view as data: movement ops (bottom up) over buffer number `slot` (the graph's buffers
@@ -153,7 +152,7 @@ GraphKey graph_key(const std::vector<UOpRef>& resolved, const char* why) {
   }
   uint64_t h = sig.size();
   for (uint64_t v : sig)
-    h = mix64(h, v);
+    h = hash_mix(h, v);
   k.hash = h;
   k.cacheable = true;
   return k;

@@ -16,8 +16,6 @@
 namespace mg {
 
 namespace {
-inline size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
-
 // The hash-consing table: content hash -> live nodes with that hash.
 struct Table {
   std::unordered_multimap<size_t, std::pair<const UOp*, std::__weak_ptr<const UOp, __gnu_cxx::_S_single>>>
@@ -113,24 +111,24 @@ size_t hash_arg(const Arg& a) {
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           size_t h = 7;
           for (auto x : v)
-            h = mix(h, std::hash<int64_t>{}(x));
+            h = hash_mix(h, std::hash<int64_t>{}(x));
           return h;
         } else if constexpr (std::is_same_v<T, ReduceArg>) {
           size_t h = static_cast<size_t>(v.op) * 31;
           for (auto x : v.axes)
-            h = mix(h, std::hash<int64_t>{}(x));
+            h = hash_mix(h, std::hash<int64_t>{}(x));
           return h;
         } else if constexpr (std::is_same_v<T, std::string>)
           return std::hash<std::string>{}(v);
         else if constexpr (std::is_same_v<T, std::shared_ptr<const ShapeTracker>>)
           return v->hash();
         else if constexpr (std::is_same_v<T, VarArg>)
-          return mix(std::hash<std::string>{}(v.name),
-                     mix(std::hash<int64_t>{}(v.lo), std::hash<int64_t>{}(v.hi)));
+          return hash_mix(std::hash<std::string>{}(v.name),
+                          hash_mix(std::hash<int64_t>{}(v.lo), std::hash<int64_t>{}(v.hi)));
         else if constexpr (std::is_same_v<T, Shape>) {
           size_t h = 11;
           for (auto& x : v)
-            h = mix(h, x.hash());
+            h = hash_mix(h, x.hash());
           return h;
         } else
           return std::hash<const void*>{}(v.get());
@@ -156,10 +154,10 @@ UOpRef UOp::make(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg) {
   if (int a = info(op).arity; a != kAny && static_cast<size_t>(a) != src.size())
     internal_error(std::string(name(op)) + " takes " + std::to_string(a) + " sources, got " +
                    std::to_string(src.size()));
-  size_t h = mix(static_cast<size_t>(op) * 1315423911u, static_cast<size_t>(dtype));
+  size_t h = hash_mix(static_cast<size_t>(op) * 1315423911u, static_cast<size_t>(dtype));
   for (auto& s : src) // structural: equal graphs hash alike in every run (caches key on it)
-    h = mix(h, s->hash);
-  h = mix(h, hash_arg(arg));
+    h = hash_mix(h, s->hash);
+  h = hash_mix(h, hash_arg(arg));
   auto& t = table();
   auto [lo, hi] = t.map.equal_range(h);
   for (auto it = lo; it != hi; ++it) {

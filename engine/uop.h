@@ -113,6 +113,8 @@ private:
   mutable std::optional<std::pair<double, double>> range_;
 };
 
+// One value folded into a hash (boost's hash_combine, 64-bit).
+inline size_t hash_mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
 size_t hash_arg(const Arg& a);
 bool arg_equal(const Arg& a, const Arg& b);
 std::string shape_str(const Shape& s);
