@@ -72,7 +72,9 @@ std::optional<DeviceLimits> device_limits(const std::string& device, int threads
   std::lock_guard<std::mutex> lk(mu);
   if (fixed) return fixed;
   Device& d = get_device(device);
-  std::string key = limits_key(d, threads);
+  bool gpu = d.target().gpu; // its limits are its own: not the CPU's vectors or threads
+  if (gpu) threads = 1;
+  std::string key = gpu ? digest(d.fingerprint() + " probes=1") : limits_key(d, threads);
   if (auto it = known.find(key); it != known.end()) return it->second;
   std::optional<DeviceLimits> l = read_cached(key);
   if (!l) {
@@ -81,9 +83,13 @@ std::optional<DeviceLimits> device_limits(const std::string& device, int threads
     if (l) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       char what[200];
-      std::snprintf(what, sizeof what, "%s, %s, %d thread%s: %.1f GFLOPS peak, %.1f GB/s triad",
-                    device.c_str(), machine().simd.isa.c_str(), threads, threads == 1 ? "" : "s",
-                    l->flops * 1e-9, l->bytes * 1e-9);
+      if (gpu)
+        std::snprintf(what, sizeof what, "%s: %.1f GFLOPS peak, %.1f GB/s triad", d.fingerprint().c_str(),
+                      l->flops * 1e-9, l->bytes * 1e-9);
+      else
+        std::snprintf(what, sizeof what, "%s, %s, %d thread%s: %.1f GFLOPS peak, %.1f GB/s triad",
+                      device.c_str(), machine().simd.isa.c_str(), threads, threads == 1 ? "" : "s",
+                      l->flops * 1e-9, l->bytes * 1e-9);
       write_cached(key, *l, what);
       if (settings().debug >= 1)
         std::printf("*** roofline of %s (measured in %.2f s, kept in %s)\n", what, s,

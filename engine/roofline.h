@@ -17,7 +17,8 @@ namespace mg {
 struct KernelInfo;
 
 // `device`'s limits at `threads` threads: from the cache, else measured now and saved (DEBUG>=1
-// prints a line when it measures). nullopt where the device has no probe (the GPU devices).
+// prints a line when it measures). nullopt where the device has no probe (CL, VULKAN). A GPU's are
+// its own whatever the threads.
 std::optional<DeviceLimits> device_limits(const std::string& device, int threads);
 // The file the limits are kept in (one line per CPU, profile and thread count).
 std::string roofline_cache_path();

@@ -6,7 +6,10 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -70,6 +73,12 @@ const Dialect& cuda_dialect() {
       return s + ")";
     };
     d.half_in_float = true;
+    // A 16-bit result wrapped by a plain (short) cast, then compared, ran unwrapped on an H100
+    // (NEG(-32768) != -32768 was true: ptxas kept neg.s16 in 32 bits). The conversion as an
+    // explicit cvt.s16.s32 is one the compilers cannot fold away.
+    d.wrap = [](DType t, const std::string& x) {
+      return t == DType::Int16 ? "mg_wrap_s16(" + x + ")" : "((" + cu_type(t) + ")" + x + ")";
+    };
     d.special = [](LaunchDim l) { return std::string(l.local ? "threadIdx." : "blockIdx.") + "xyz"[l.axis]; };
     d.inf = "__int_as_float(0x7f800000)";
     d.nan = "__int_as_float(0x7fffffff)";
@@ -81,6 +90,10 @@ const Dialect& cuda_dialect() {
       for (auto& [i, t] : k.globals)
         half |= t == DType::Float16;
       if (half || k.body.find("__float2half") != std::string::npos) os << "#include <cuda_fp16.h>\n";
+      if (k.body.find("mg_wrap_s16(") != std::string::npos)
+        os << "__device__ inline short mg_wrap_s16(int x) { short r; asm(\"cvt.s16.s32 %0, %1;\" : \"=h\"(r) "
+              ": "
+              "\"r\"(x)); return r; }\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
         os << "__device__ inline unsigned short bf16_bits(float f) { unsigned int u = __float_as_uint(f); "
               "return f != f ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7fffu + ((u >> "
@@ -102,7 +115,8 @@ const Dialect& cuda_dialect() {
   return d;
 }
 
-// CUDA C -> PTX for `arch` (compute_90), or an error carrying NVRTC's log.
+// CUDA C -> PTX for a virtual `arch` (compute_90), or machine code (a CUBIN) for a real one
+// (sm_90); or an error carrying NVRTC's log.
 std::string nvrtc_compile(const std::string& fn, const std::string& src, const std::string& arch) {
   nvrtcProgram prog;
   if (nvrtcCreateProgram(&prog, src.c_str(), (fn + ".cu").c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
@@ -119,13 +133,21 @@ std::string nvrtc_compile(const std::string& fn, const std::string& src, const s
     throw std::runtime_error("CUDA: kernel " + fn + " did not compile (" + nvrtcGetErrorString(r) + "):\n" +
                              log);
   }
+  std::string out;
+  if (arch.rfind("sm_", 0) == 0) {
+    nvrtcGetCUBINSize(prog, &n);
+    out.resize(n);
+    nvrtcGetCUBIN(prog, out.data());
+    nvrtcDestroyProgram(&prog);
+    return out;
+  }
   nvrtcGetPTXSize(prog, &n);
-  std::string ptx(n, '\0');
-  nvrtcGetPTX(prog, ptx.data());
+  out.resize(n);
+  nvrtcGetPTX(prog, out.data());
   nvrtcDestroyProgram(&prog);
-  while (!ptx.empty() && ptx.back() == '\0')
-    ptx.pop_back();
-  return ptx;
+  while (!out.empty() && out.back() == '\0')
+    out.pop_back();
+  return out;
 }
 
 // The driver API, loaded at run time.
@@ -133,10 +155,13 @@ struct Driver {
   void* lib = nullptr;
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
-  std::string arch = "compute_90";
+  std::string arch = "compute_90"; // the GPU's, as NVRTC names its virtual architecture
+  int sms = 0;
+  std::string gpu; // its name, as the driver gives it
   decltype(&::cuInit) init;
   decltype(&::cuDeviceGet) device_get;
   decltype(&::cuDeviceGetAttribute) attribute;
+  decltype(&::cuDeviceGetName) get_name;
   decltype(&::cuDevicePrimaryCtxRetain) retain;
   decltype(&::cuCtxSetCurrent) set_current;
   decltype(&::cuMemAlloc_v2) mem_alloc;
@@ -162,6 +187,7 @@ struct Driver {
     sym(init, "cuInit");
     sym(device_get, "cuDeviceGet");
     sym(attribute, "cuDeviceGetAttribute");
+    sym(get_name, "cuDeviceGetName");
     sym(retain, "cuDevicePrimaryCtxRetain");
     sym(set_current, "cuCtxSetCurrent");
     sym(mem_alloc, "cuMemAlloc_v2");
@@ -182,6 +208,9 @@ struct Driver {
     attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     arch = "compute_" + std::to_string(major * 10 + minor);
+    attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    char buf[256] = {};
+    if (get_name(buf, sizeof buf - 1, dev) == CUDA_SUCCESS) gpu = buf;
   }
   void check(CUresult r, const std::string& what) const {
     if (r == CUDA_SUCCESS) return;
@@ -230,7 +259,10 @@ public:
     t.max_shared = 48 << 10;
     return t;
   }
-  std::string fingerprint() const override { return "CUDA NVRTC " + arch(); }
+  std::string fingerprint() const override {
+    return "CUDA NVRTC " + arch() + (unavailable().empty() ? " " + driver().gpu : "");
+  }
+  std::optional<DeviceLimits> measure_limits(int) override;
   void* alloc(size_t bytes) override {
     const Driver& d = driver();
     CUdeviceptr p = 0;
@@ -256,11 +288,18 @@ public:
   int compile_count() const override { return compiles_; }
   std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
     const Driver& d = driver();
-    std::string ptx = nvrtc_compile(fn, src, d.arch);
+    // Machine code from NVRTC's own assembler (an H100 loaded it in half the time the driver took
+    // to assemble the PTX); PTX, which the driver assembles, where NVRTC lacks the GPU's arch.
+    std::string image;
+    try {
+      image = nvrtc_compile(fn, src, "sm_" + d.arch.substr(8));
+    } catch (const std::runtime_error&) {
+      image = nvrtc_compile(fn, src, d.arch);
+    }
     compiles_++;
     CUmodule m;
     d.check(d.set_current(d.ctx), "using the context");
-    d.check(d.module_load(&m, ptx.c_str()), "loading the PTX of " + fn);
+    d.check(d.module_load(&m, image.data()), "loading the code of " + fn);
     CUfunction f;
     CUresult r = d.get_function(&f, m, fn.c_str());
     if (r != CUDA_SUCCESS) d.module_unload(m);
@@ -275,6 +314,78 @@ private:
   LazyRuntime<Driver> runtime_;
   std::atomic<int> compiles_{0};
 };
+
+// The two probes of the roofline: independent FMA chains in every thread that the GPU can keep
+// resident (8 blocks of 256 per multiprocessor), and a triad over arrays far past its L2.
+const char* kPeakProbe =
+    R"(extern "C" __global__ void mg_peak_probe(float* out, const float* in, const int* iters) {
+  float x = in[0], y = in[1], a[8];
+  for (int j = 0; j < 8; j++) a[j] = threadIdx.x * 1e-9f + j;
+  int n = iters[0];
+  #pragma unroll 16
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < 8; j++) a[j] = fmaf(a[j], x, y);
+  float s = 0;
+  for (int j = 0; j < 8; j++) s += a[j];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+)";
+const char* kTriadProbe =
+    R"(extern "C" __global__ void mg_triad_probe(float* a, const float* b, const float* c) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  a[i] = b[i] + 3.0f * c[i];
+}
+)";
+
+double best_of(int n, const std::function<void()>& f) {
+  double best = 1e30;
+  for (int i = 0; i < n; i++) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+std::optional<DeviceLimits> CudaDevice::measure_limits(int) {
+  if (!unavailable().empty()) return std::nullopt;
+  struct Mem { // device memory for the probes, freed on every path out
+    CudaDevice& d;
+    void* p;
+    size_t n;
+    Mem(CudaDevice& d, size_t n) : d(d), p(d.alloc(n)), n(n) {}
+    ~Mem() { d.free(p, n); }
+    Mem(const Mem&) = delete;
+    Mem& operator=(const Mem&) = delete;
+  };
+  DeviceLimits limits;
+  int64_t blocks = 8 * std::max(1, driver().sms), threads = 256;
+  Mem out(*this, static_cast<size_t>(blocks * threads) * 4), in(*this, 8), iters(*this, 4);
+  float xy[] = {0.9999f, 0.0001f};
+  copyin(in.p, xy, sizeof xy);
+  auto peak = compile("mg_peak_probe", kPeakProbe);
+  int32_t n = 1000;
+  void* pbufs[] = {out.p, in.p, iters.p};
+  Launch launch{1, {blocks}, {threads}, 0};
+  auto run_peak = [&] {
+    copyin(iters.p, &n, 4);
+    peak->run(pbufs, 3, launch);
+  };
+  for (double s = best_of(1, run_peak); s < 0.02 && n < (1 << 28); s = best_of(1, run_peak))
+    n = static_cast<int32_t>(std::min(double(1 << 28), n * std::min(100.0, 0.025 / std::max(s, 1e-6))));
+  limits.flops = 2.0 * 8 * n * static_cast<double>(blocks * threads) / best_of(5, run_peak);
+
+  int64_t len = int64_t(1) << 27; // 512 MiB an array
+  Mem a(*this, static_cast<size_t>(len) * 4), b(*this, static_cast<size_t>(len) * 4),
+      c(*this, static_cast<size_t>(len) * 4);
+  auto triad = compile("mg_triad_probe", kTriadProbe);
+  void* tbufs[] = {a.p, b.p, c.p};
+  Launch tl{1, {len / 256}, {256}, 0};
+  auto run_triad = [&] { triad->run(tbufs, 3, tl); };
+  run_triad();
+  limits.bytes = 12.0 * static_cast<double>(len) / best_of(5, run_triad);
+  return limits;
+}
 
 const bool registered = register_device("CUDA", [] { return std::make_unique<CudaDevice>(); });
 

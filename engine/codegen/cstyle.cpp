@@ -246,7 +246,8 @@ void render_alu(CRender& r, const UOpRef& u) {
   // can leave their range, and used inline (a comparison) it would not wrap as the dtype does
   bool widens =
       u->op == Ops::ADD || u->op == Ops::SUB || u->op == Ops::MUL || u->op == Ops::NEG || u->op == Ops::SHL;
-  if (widens && is_int(u->dtype) && itemsize(u->dtype) < 4) e = r.dl.cast(u->dtype, e);
+  if (widens && is_int(u->dtype) && itemsize(u->dtype) < 4)
+    e = r.dl.wrap ? r.dl.wrap(u->dtype, e) : r.dl.cast(u->dtype, e);
   const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
   if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 &&
       !repeats_operands(r.dl, *us))

@@ -34,6 +34,8 @@ struct Dialect {
   std::function<std::string(DType, const std::string& buf, const std::string& idx, const std::string& v)>
       store;
   std::function<std::string(DType, const std::string&)> cast; // default: ((T)x)
+  // an int-promoted 8/16-bit result back to its dtype's range (default: cast)
+  std::function<std::string(DType, const std::string&)> wrap;
   // exp2, log2, sin, sqrt, pow, fmod, trunc for a float dtype; default: C's, f-suffixed for float
   std::function<std::string(const std::string& f, DType, const std::vector<std::string>&)> math;
   // An op the dialect writes its own way, or "" for the common C form.

@@ -132,7 +132,8 @@ const std::vector<Stage>& kernel_stages() {
 
 namespace {
 
-// FLOPs (ALU ops on values, not index math) times the trip count of their loops.
+// FLOPs (ALU ops on values, not index math) times the trip count of their loops and, on a GPU,
+// the threads that run them (every launch dim).
 int64_t estimate_flops(const std::vector<UOpRef>& linear) {
   std::unordered_set<const UOp*> index_math;
   for (auto& u : linear)
@@ -143,7 +144,9 @@ int64_t estimate_flops(const std::vector<UOpRef>& linear) {
   int64_t trips = 1, flops = 0;
   std::vector<int64_t> stack;
   for (auto& u : linear) {
-    if (u->op == Ops::RANGE)
+    if (u->op == Ops::SPECIAL)
+      trips *= static_cast<int64_t>(u->src[0]->vmax());
+    else if (u->op == Ops::RANGE)
       stack.push_back(trips), trips *= static_cast<int64_t>(u->src[0]->vmax()); // at a Variable's largest
     else if (u->op == Ops::ENDRANGE)
       trips = stack.back(), stack.pop_back();
