@@ -1,5 +1,6 @@
 // Opts as data: random Opt lists on kernels of the kinds the test suite makes give the values
 // of the same kernel under NOOPT; illegal lists are errors that name the opt, never crashes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -234,6 +235,25 @@ TEST_CASE("LOCAL makes a local launch dim after the global ones, and NOLOCALS fo
   CHECK_THROWS_WITH(lower_kernel(ast, &refused), "LOCAL(0, 4): the kernel was given NOLOCALS");
   std::vector<Opt> late{{OptOp::LOCAL, 0, 4}, {OptOp::NOLOCALS, 0, 0}};
   CHECK_THROWS_WITH(lower_kernel(ast, &late), "NOLOCALS: the kernel has local or group dims already");
+}
+
+TEST_CASE("a GPU's per-axis thread limit makes a work-group past it illegal (CUDA: 64 along z)") {
+  Tensor e = Tensor::rand({128, 4, 4});
+  e.realize();
+  auto ast = e.add(e).schedule().back().ast;
+  Target gpu;
+  gpu.gpu = true;
+  // three local dims: the outermost is lidx2, 128 threads of a 512-thread work-group
+  std::vector<Opt> deep{{OptOp::LOCAL, 0, 128}, {OptOp::LOCAL, 0, 2}, {OptOp::LOCAL, 0, 2}};
+  LoweredKernel k = lower_kernel(ast, &deep, gpu);
+  CHECK(k.local_size == Shape{2, 2, 128});
+  gpu.max_local_axis[2] = 64;
+  CHECK_THROWS_WITH(lower_kernel(ast, &deep, gpu), "launch dim lidx2 has 128 threads; the device allows 64");
+  std::vector<Opt> shallow{{OptOp::LOCAL, 0, 64}, {OptOp::LOCAL, 0, 2}, {OptOp::LOCAL, 0, 2}};
+  CHECK(lower_kernel(ast, &shallow, gpu).local_size == Shape{2, 2, 64});
+  auto names = device_names();
+  if (std::find(names.begin(), names.end(), "CUDA") != names.end()) // where the toolkit was found
+    CHECK(get_device("CUDA").target().max_local_axis[2] == 64);
 }
 
 TEST_CASE("GROUP and GROUPTOP reduce in partial results, combined after") {

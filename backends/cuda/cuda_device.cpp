@@ -254,6 +254,7 @@ public:
     Target t;
     t.gpu = true;
     t.max_local = 1024;
+    t.max_local_axis[2] = 64;    // blockDim.z (a launch past it fails: "invalid argument")
     t.max_groups = 65535;        // gridDim.y and .z
     t.max_groups_x = 2147483647; // gridDim.x (gidx0)
     t.max_shared = 48 << 10;

@@ -141,6 +141,7 @@ struct Context {
   std::string description;
   size_t max_work_group = 256;
   size_t local_mem = 16384;
+  size_t max_item[3] = {0, 0, 0}; // work-items along each dim (0: not reported)
   Context() {
     cl_uint n = 0;
     check(clGetPlatformIDs(1, &platform, &n), "finding a platform");
@@ -159,6 +160,7 @@ struct Context {
     clGetDeviceInfo(device, CL_DEVICE_VERSION, sizeof buf - 1, buf, nullptr);
     description += std::string(" / ") + buf;
     clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_work_group, &max_work_group, nullptr);
+    clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof max_item, max_item, nullptr);
     cl_ulong lm = 0;
     clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, nullptr);
     local_mem = static_cast<size_t>(lm);
@@ -213,6 +215,8 @@ public:
     if (unavailable().empty()) {
       t.max_local = static_cast<int64_t>(ctx().max_work_group);
       t.max_shared = std::min<int64_t>(static_cast<int64_t>(ctx().local_mem), 32768);
+      for (int k = 0; k < 3; k++)
+        t.max_local_axis[k] = static_cast<int64_t>(ctx().max_item[k]);
     } else {
       t.max_local = 256;
     }

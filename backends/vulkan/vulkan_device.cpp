@@ -639,6 +639,8 @@ public:
       t.max_groups = std::min({lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                                lim.maxComputeWorkGroupCount[2]});
       t.max_shared = lim.maxComputeSharedMemorySize;
+      for (int k = 0; k < 3; k++)
+        t.max_local_axis[k] = lim.maxComputeWorkGroupSize[k];
     }
     return t;
   }

@@ -318,7 +318,9 @@ void gpu_launch(Lowerer& lw, const KernelShape& ks, DType it,
   for (size_t k = 0; k < locals.size(); k++) {
     size_t d = locals[locals.size() - 1 - k];
     threads *= ks.full[d];
-    lw.ranges[d] = special({true, static_cast<int>(k)}, ks.full[d], lw.target.max_local, "threads");
+    int64_t axis = lw.target.max_local_axis[k],
+            limit = axis > 0 ? std::min(axis, lw.target.max_local) : lw.target.max_local;
+    lw.ranges[d] = special({true, static_cast<int>(k)}, ks.full[d], limit, "threads");
   }
   if (threads > lw.target.max_local)
     throw IllegalOpt("a work-group of " + std::to_string(threads) + " threads; the device allows " +

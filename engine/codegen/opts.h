@@ -86,6 +86,8 @@ LaunchDim launch_dim(const UOp& special);
 struct Target {
   bool gpu = false;
   int64_t max_local = 1024;        // threads per work-group
+  // threads along lidx0, 1, 2 where fewer are allowed than max_local (CUDA: 64 along z); 0: none
+  int64_t max_local_axis[3] = {0, 0, 0};
   int64_t max_groups = 2147483647; // work-groups along one launch dim (Vulkan: 65535)
   int64_t max_groups_x = 0;        // along gidx0 where it allows more (CUDA: 2^31-1); 0: max_groups
   int64_t max_shared = 16384;      // bytes of shared memory a GROUP's partials may take
