@@ -300,6 +300,23 @@ TEST_CASE("BLOCK runs the reduce in blocks outside the output loops, on one core
         REQUIRE(got[i] == Approx(want[i]).epsilon(1e-5));
     }
   }
+  // accumulators that do not fill whole vectors (12) start from the partial sums of the blocks
+  // before, with no combine after the loop: the sums run in the order of the same tile
+  // unblocked, to the bit. Rows of whole vectors (16) add the partial sums after the loop.
+  std::vector<Opt> odd{{OptOp::UPCAST, 1, 12}, {OptOp::BLOCK, 0, 32}, {OptOp::UNROLL, 0, 4}},
+      unblocked{{OptOp::UPCAST, 1, 12}, {OptOp::UNROLL, 0, 4}};
+  std::vector<float> same_order = run_last(t, unblocked), blocked = run_last(t, odd);
+  REQUIRE(blocked.size() == same_order.size());
+  for (size_t i = 0; i < blocked.size(); i++)
+    REQUIRE(blocked[i] == same_order[i]);
+  auto from_partial = [&](const std::vector<Opt>& opts) {
+    int n = 0;
+    for (auto& u : lower_kernel(ast, &opts).linear)
+      n += u->op == Ops::DEFINE_ACC && u->src[0]->op == Ops::WHERE;
+    return n;
+  };
+  CHECK(from_partial(odd) == 12);
+  CHECK(from_partial(tiled) == 0);
   // the output must hold the partial result: not when something is applied after the reduce
   auto relu_ast = a.matmul(b).relu().schedule().back().ast;
   CHECK_THROWS_WITH(lower_kernel(relu_ast, &block), Catch::Contains("does not store its reduce as is"));

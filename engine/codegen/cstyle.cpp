@@ -249,8 +249,14 @@ void render_alu(CRender& r, const UOpRef& u) {
   if (widens && is_int(u->dtype) && itemsize(u->dtype) < 4)
     e = r.dl.wrap ? r.dl.wrap(u->dtype, e) : r.dl.cast(u->dtype, e);
   const UOp* us = r.user.count(u.get()) ? r.user[u.get()] : nullptr;
-  if (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 &&
-      !repeats_operands(r.dl, *us))
+  // A named index plus a constant is written out at each use, however many: declared, it is one
+  // more value live across the loops between its uses. A blocked reduce's 100 output indices,
+  // read before its loop and stored after it, made clang spill the loop's accumulators (625
+  // stack accesses against 60).
+  bool offset = u->op == Ops::ADD && is_int(u->dtype) && u->src[1]->op == Ops::CONST &&
+                a[0].find_first_of("( ") == std::string::npos;
+  if (offset || (r.uses[u.get()] == 1 && us && r.depth[us] == r.depth[u.get()] && nest < 64 &&
+                 !repeats_operands(r.dl, *us)))
     r.expr[u.get()] = e, r.nesting[u.get()] = nest;
   else
     r.declare(u, "alu", e);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/machine.h"
 #include "engine/pattern.h"
 #include "engine/settings.h"
 #include "engine/shapetracker.h"
@@ -176,18 +177,26 @@ struct Lowerer {
       Ops op = value->rarg().op;
       UOpRef identity = UOp::cconst(value->dtype, reduce_identity(op, value->dtype));
       UOpRef first = alu(Ops::CMPLT, {ranges[d], UOp::cconst(it, 1)});
-      // The load's index depends on the loops over outputs, which all run inside the block loop.
-      // With none left (a full sum, or every output dim upcast) nothing would keep the load
-      // inside it: it is gated on a later block then, which does.
-      // On a GPU the dims over outputs are thread ids, not loops: always gated.
+      // Where the accumulators fill whole vectors (a matmul's rows of 32), the partial result
+      // is loaded and added after the loop, in vectors. Otherwise the load is gated on a later
+      // block, and the linearizer starts the accumulators from it (linearize.cpp): the conv1
+      // weight gradient's 4 x 25 accumulators, combined after the loop, spilled (clang's SLP
+      // pass), and started from an unconditional load they spilled too (180 stack accesses
+      // against 60). The load's index depends on the loops over outputs, which run inside the
+      // block loop; with none left (a full sum) the gate is what keeps the load inside it. On a
+      // GPU the dims over outputs are thread ids, not loops: always gated.
       bool loops_inside = false;
-      for (size_t e = 0; e < ks.full.size() && !target.gpu; e++)
+      int64_t accumulators = 1;
+      for (size_t e = 0; e < ks.full.size() && !target.gpu; e++) {
         loops_inside |= (ks.kind[e] == kGlobal || ks.kind[e] == kLocal) && ks.full[e] > 1;
+        if (ks.kind[e] == kUpcast) accumulators *= ks.full[e].value();
+      }
+      bool vectors = loops_inside && accumulators % std::max(1, machine().simd.float_lanes) == 0;
       UOpRef later = alu(Ops::CMPLT, {UOp::cconst(it, 0), ranges[d]});
       std::vector<UOpRef> isrc{index->src[0], index->src[1],
                                index->src.size() > 2 ? alu(Ops::AND, {index->src[2], later}) : later};
-      UOpRef load = UOp::make(Ops::LOAD, value->dtype,
-                              {loops_inside ? index : UOp::make(Ops::INDEX, index->dtype, isrc)});
+      UOpRef load =
+          UOp::make(Ops::LOAD, value->dtype, {vectors ? index : UOp::make(Ops::INDEX, index->dtype, isrc)});
       v = alu(op, {v, alu(Ops::WHERE, {first, identity, load})}); // the reduce first: the load then
                                                                   // comes after its loop
     }
