@@ -6,6 +6,8 @@
 // per CPU, vector profile and thread count, and kept in the cache directory: the first use costs a
 // fraction of a second, later ones nothing. DEBUG=2, :kernels, VIZ=1 and :roofline show the share.
 #pragma once
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +41,17 @@ std::string share_text(const RooflinePoint& p);
 int kernel_cores(const KernelInfo& info, int threads);
 // A kernel run against its device's limits at the cores it ran on; nullopt without limits.
 std::optional<RooflinePoint> roofline_of(const KernelInfo& info, double seconds, int threads);
+
+// Best (shortest) wall time of `runs` calls of f: how the devices' probes time themselves.
+template <class F> double best_of(int runs, F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < runs; i++) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
 
 // For tests: device_limits returns `limits` for every device and thread count while this lives.
 class ScopedLimits {

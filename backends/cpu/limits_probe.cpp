@@ -7,20 +7,10 @@
 
 #include "backends/cpu/c_renderer.h"
 #include "engine/machine.h"
+#include "engine/roofline.h"
 
 namespace mg {
 namespace {
-
-// Best (shortest) wall time of `runs` calls of f.
-template <class F> double best_of(int runs, F&& f) {
-  double best = 1e30;
-  for (int i = 0; i < runs; i++) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 // n floats set to `value`, on `device`'s memory, freed with it.
 struct DeviceArray {

@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -18,6 +16,7 @@
 #include "engine/codegen/cstyle.h"
 #include "engine/device.h"
 #include "engine/lazy_runtime.h"
+#include "engine/roofline.h"
 
 namespace mg {
 
@@ -337,16 +336,6 @@ const char* kTriadProbe =
   a[i] = b[i] + 3.0f * c[i];
 }
 )";
-
-double best_of(int n, const std::function<void()>& f) {
-  double best = 1e30;
-  for (int i = 0; i < n; i++) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 std::optional<DeviceLimits> CudaDevice::measure_limits(int) {
   if (!unavailable().empty()) return std::nullopt;
