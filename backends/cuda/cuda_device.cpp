@@ -12,6 +12,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "engine/codegen/cstyle.h"
 #include "engine/device.h"
@@ -90,9 +91,8 @@ const Dialect& cuda_dialect() {
         half |= t == DType::Float16;
       if (half || k.body.find("__float2half") != std::string::npos) os << "#include <cuda_fp16.h>\n";
       if (k.body.find("mg_wrap_s16(") != std::string::npos)
-        os << "__device__ inline short mg_wrap_s16(int x) { short r; asm(\"cvt.s16.s32 %0, %1;\" : \"=h\"(r) "
-              ": "
-              "\"r\"(x)); return r; }\n";
+        os << "__device__ inline short mg_wrap_s16(int x) { short r; "
+              "asm(\"cvt.s16.s32 %0, %1;\" : \"=h\"(r) : \"r\"(x)); return r; }\n";
       if (k.body.find("bf16_bits(") != std::string::npos)
         os << "__device__ inline unsigned short bf16_bits(float f) { unsigned int u = __float_as_uint(f); "
               "return f != f ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7fffu + ((u >> "
@@ -155,6 +155,10 @@ struct Driver {
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
   std::string arch = "compute_90"; // the GPU's, as NVRTC names its virtual architecture
+  // Its real one (sm_90) where NVRTC assembles for it: kernels are compiled to machine code then
+  // (an H100 loaded the first matmul in half the time the driver took to assemble its PTX); "":
+  // PTX, which the driver assembles.
+  std::string machine_arch;
   int sms = 0;
   std::string gpu; // its name, as the driver gives it
   decltype(&::cuInit) init;
@@ -207,6 +211,13 @@ struct Driver {
     attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     arch = "compute_" + std::to_string(major * 10 + minor);
+    int n = 0;
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+      std::vector<int> archs(static_cast<size_t>(n));
+      if (nvrtcGetSupportedArchs(archs.data()) == NVRTC_SUCCESS &&
+          std::find(archs.begin(), archs.end(), major * 10 + minor) != archs.end())
+        machine_arch = "sm_" + std::to_string(major * 10 + minor);
+    }
     attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     char buf[256] = {};
     if (get_name(buf, sizeof buf - 1, dev) == CUDA_SUCCESS) gpu = buf;
@@ -288,14 +299,7 @@ public:
   int compile_count() const override { return compiles_; }
   std::unique_ptr<Program> compile(const std::string& fn, const std::string& src) override {
     const Driver& d = driver();
-    // Machine code from NVRTC's own assembler (an H100 loaded it in half the time the driver took
-    // to assemble the PTX); PTX, which the driver assembles, where NVRTC lacks the GPU's arch.
-    std::string image;
-    try {
-      image = nvrtc_compile(fn, src, "sm_" + d.arch.substr(8));
-    } catch (const std::runtime_error&) {
-      image = nvrtc_compile(fn, src, d.arch);
-    }
+    std::string image = nvrtc_compile(fn, src, d.machine_arch.empty() ? d.arch : d.machine_arch);
     compiles_++;
     CUmodule m;
     d.check(d.set_current(d.ctx), "using the context");

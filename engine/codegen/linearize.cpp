@@ -129,6 +129,7 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
   Linearizer L;
   // Replace each REDUCE by an accumulator; its loops hang off it as sources.
   int nacc = 0;
+  bool folded = false; // an accumulator starts from a partial result
   PatternMatcher to_acc{
       {UPat::op(Ops::REDUCE),
        [&](const Match& m) {
@@ -142,12 +143,11 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
          L.acc_order.push_back(acc);
          return acc;
        }},
-      // A blocked reduce (BLOCK) combined with the partial result of the blocks
-      // before, op(acc, WHERE(first, identity, LOAD gated on a later block)),
-      // starts its accumulator from that value instead: the sum runs in the unblocked kernel's order, and no
-      // combine follows the loop (clang's SLP pass vectorized those 100 loads and
-      // adds of the conv1 weight gradient and spilled the loop's accumulators for
-      // it: 169 stack accesses against 60, 1.5x slower).
+      // A blocked reduce (BLOCK) combined with the partial result of the blocks before,
+      // op(acc, WHERE(first, identity, LOAD gated on a later block)), starts its accumulator from
+      // that value instead: the sum runs in the unblocked kernel's order, and no combine follows
+      // the loop (clang's SLP pass vectorized those 100 loads and adds of the conv1 weight
+      // gradient and spilled the loop's accumulators for it: 169 stack accesses against 60).
       {UPat::any(), [&](const Match& m) -> UOpRef {
          auto& u = m.root();
          if (u->src.size() != 2 || !is_elementwise(u->op)) return nullptr;
@@ -164,12 +164,13 @@ std::vector<UOpRef> linearize(const UOpRef& sink0) {
            L.accs[from.get()] = a->second;
            auto at = std::find(L.acc_order.begin(), L.acc_order.end(), acc);
            L.acc_order.insert(at + 1, from); // the old one goes below if unused
+           folded = true;
            return from;
          }
          return nullptr;
        }}};
   UOpRef sink = graph_rewrite(sink0, to_acc);
-  { // accumulators that nothing reads any more (replaced by ones that start from a partial result)
+  if (folded) { // accumulators that nothing reads any more (replaced by ones that start from it)
     std::unordered_set<const UOp*> live;
     std::vector<const UOp*> todo{sink.get()};
     while (!todo.empty()) {
