@@ -212,22 +212,26 @@ def("cat", { "self", "...", "dim" }, function(self, rest, dim)
   local nd = first.ndim
   if nd == 0 then error("cat: 0-d tensors cannot be joined (use stack)", 0) end
   local axis = dim_of("cat", first, dim)
-  local total = 0
+  local total, shapes = 0, {} -- each .shape is a new table: read once per tensor
+  local shape1 = first.shape
   for k, t in ipairs(ts) do
-    if t.ndim ~= nd then error(("cat: tensor %d has %d dims, expected %d"):format(k, t.ndim, nd), 0) end
+    local shape = t.shape
+    if #shape ~= nd then error(("cat: tensor %d has %d dims, expected %d"):format(k, #shape, nd), 0) end
     for d = 1, nd do
-      if d ~= axis + 1 and t.shape[d] ~= first.shape[d] then
+      if d ~= axis + 1 and shape[d] ~= shape1[d] then
         error(("cat: tensor %d has shape (%s), which differs from (%s) outside dim %d"):format(k,
-          table.concat(t.shape, ", "), table.concat(first.shape, ", "), axis), 0)
+          table.concat(shape, ", "), table.concat(shape1, ", "), axis), 0)
       end
     end
-    total = total + t.shape[axis + 1]
+    shapes[k] = shape
+    total = total + shape[axis + 1]
   end
   local out, at = nil, 0
-  for _, t in ipairs(ts) do
+  for k, t in ipairs(ts) do
     local p = zero_pairs(nd)
-    p[axis + 1] = { at, total - at - t.shape[axis + 1] }
-    at = at + t.shape[axis + 1]
+    local len = shapes[k][axis + 1]
+    p[axis + 1] = { at, total - at - len }
+    at = at + len
     local piece = C.pad(t, p)
     out = out and out + piece or piece
   end
