@@ -110,7 +110,9 @@ int64_t tile_row_width(const std::vector<UOpRef>& linear, int64_t accumulators) 
 // reduce loop at most 4 long. Measured on Zen 4 with AVX-512: clang's AVX-512 code for such a kernel (its
 // loads step by the window along the row) ran a 2x2 max-pool over 512x32x24x24 in 13.5 ms, its AVX2 code
 // in 4.3 (the 8x8 one 2.2 against 0.6). Kernels of other kinds keep AVX-512: the AVX2 profile as a whole made
-// an MNIST step slower (308 against 256 ms).
+// an MNIST step slower (308 against 256 ms). So does a tile whose rows fill 512-bit vectors (a
+// matmul over 32 channels unrolled by 8 leaves a reduce loop of 4: at 256 bits its 8x16 tile
+// spilled, 3x slower).
 // The vector width clang is told to prefer, in bits (0: its own choice). A tile of accumulators is
 // packed into vectors along the rows it loads; where a row is narrower than a 512-bit vector,
 // clang packs two rows into one and loads them with gathers (a 5x5 convolution with 8-wide rows
@@ -166,10 +168,10 @@ const Dialect& c_dialect() {
       std::ostringstream os;
       const std::vector<UOpRef>& linear = *k.linear;
       // The CPU device reads this line as a flag.
-      if (int bits = preferred_vector_bits(linear))
-        os << kCompileFlagTag << "-mprefer-vector-width=" << bits << "\n";
+      int bits = preferred_vector_bits(linear);
+      if (bits) os << kCompileFlagTag << "-mprefer-vector-width=" << bits << "\n";
       os << c_profile_flags();
-      if (machine().simd.float_lanes >= 16 && window_reduce(linear))
+      if (machine().simd.float_lanes >= 16 && window_reduce(linear) && bits != 512)
         os << kCompileFlagTag << "-mno-avx512f\n";
       bool bf16 = false; // in a value or a buffer (DEFINE_GLOBAL has the element dtype)
       for (auto& u : linear)
