@@ -117,6 +117,9 @@ constexpr const char* kOptsVersion = "opts 7 (UPCAST UNROLL SWAP LOCAL NOLOCALS 
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;
+// The most loads one body may hold across its copies once masks fold (opts.cpp, body_loads): a
+// 1024-copy matmul tile holds 3072, a fused Winograd transform 500.
+constexpr int64_t kMaxBodyLoads = 8192;
 // The most partial results a kernel's groups may hold, times its output tile: a GPU keeps them
 // in a work-group's shared memory (16 KiB of float32).
 constexpr int64_t kMaxGroupPartials = 4096;

@@ -103,9 +103,58 @@ test("a stack of six pieces is upcast whole along the stacked dim, values agains
       end
     end
   end
-  -- two pieces only: a plain cat keeps its loop (the rule wants at least four)
+  -- two pieces only: a plain cat keeps its loop (the rule wants at least three)
   local two = Tensor.cat({ a:reshape(1, 5, 16), (a * 2):reshape(1, 5, 16) }, 0):schedule()
   assert(not table.concat(two[#two].opts, " "):find("UPCAST(0, 2)", 1, true), "a two-piece cat is not upcast")
+end)
+
+test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
+  -- 3 rows of 6 pieces each way, the first stack left unrealized as stdlib/winograd.lua does
+  local t = Tensor.randn(6, 6, 8, 16):realize()
+  local m = { { 1, 1, 1, 0, 0, 0 }, { 0, 1, -1, 2, 0, 0 }, { 0, 1, 1, 4, 0, 1 } }
+  local function along(x, ax)
+    local rows = {}
+    for r = 1, 3 do
+      local acc
+      for k = 1, 6 do
+        if m[r][k] ~= 0 then
+          local sl = { { 0, x.shape[1] }, { 0, x.shape[2] }, { 0, 8 }, { 0, 16 } }
+          sl[ax + 1] = { k - 1, k }
+          local v = x:shrink(sl) * m[r][k]
+          acc = acc and acc + v or v
+        end
+      end
+      rows[r] = acc
+    end
+    return Tensor.cat(rows, ax)
+  end
+  local y = along(along(t, 0), 1)
+  local items = y:schedule()
+  assert(#items == 1, "one kernel, got " .. #items)
+  local opts = table.concat(items[1].opts, " ")
+  assert(opts:find("UPCAST(1, 3)", 1, true) and opts:find("UPCAST(0, 3)", 1, true), "both stacked dims upcast, got: " .. opts)
+  -- copies along the channels with the stacks left as loops would keep every piece's loads in
+  -- every copy: refused before lowering (BEAM once ran out of memory on such candidates)
+  local ok, err = pcall(show.try_opts, y, { { "UPCAST", 2, 8 }, { "UPCAST", 3, 16 } })
+  assert(not ok and tostring(err):find("loads (at most 8192; upcast its stacked dims whole first)", 1, true),
+    "refused, got: " .. tostring(err))
+  local r = show.try_opts(y, { { "UPCAST", 1, 3 }, { "UPCAST", 0, 3 }, { "UPCAST", 2, 8 } })
+  assert(r.seconds > 0, "the same copies with the stacks upcast first are legal")
+  -- values against Lua: y[i][j] = sum over k, l of m[i][k] m[j][l] t[k][l]
+  local tv, got = t:tolist(), y:tolist()
+  for i = 1, 3 do
+    for j = 1, 3 do
+      for c = 1, 8, 7 do
+        for e = 1, 16, 5 do
+          local want = 0
+          for k = 1, 6 do
+            for l = 1, 6 do want = want + m[i][k] * m[j][l] * tv[k][l][c][e] end
+          end
+          assert(math.abs(got[i][j][c][e] - want) <= 1e-4 * (1 + math.abs(want)), ("(%d, %d, %d, %d)"):format(i, j, c, e))
+        end
+      end
+    end
+  end
 end)
 
 test("training through it: a 3x3 conv net's loss falls as with the direct convolution", function()
