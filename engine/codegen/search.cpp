@@ -273,6 +273,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
     std::vector<std::vector<Opt>> lists;
     for (auto& c : beam)
       for (auto& a : all) {
+        if (elapsed() >= explore_s) break;
         std::vector<Opt> opts = c.opts;
         opts.push_back(a);
         if (seen.insert(opts_text(opts)).second && legal(opts)) lists.push_back(std::move(opts));
