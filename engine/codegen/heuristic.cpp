@@ -355,14 +355,8 @@ bool upcast_joined_dims(CpuKernel& k) {
   for (size_t d = k.dims(); d-- > 0;) {
     const int64_t n = k.ks.full[d].value();
     if (k.ks.kind[d] != kGlobal || n < 3 || copies * n > 64) continue;
-    std::vector<std::pair<int64_t, int64_t>> pieces;
-    for (auto& e : k.sts) {
-      if (!k.full_load(e) || !e.second.views.back().mask) continue;
-      std::pair<int64_t, int64_t> r = (*e.second.views.back().mask)[d];
-      if ((r.first != 0 || r.second != n) && std::find(pieces.begin(), pieces.end(), r) == pieces.end())
-        pieces.push_back(r);
-    }
-    if (pieces.size() >= 3 && static_cast<int64_t>(pieces.size()) * 2 >= n) {
+    int64_t pieces = stack_pieces(k.ks, k.sts, d);
+    if (pieces >= 3 && pieces * 2 >= n) {
       joined.push_back(d);
       copies *= n;
     }

@@ -124,9 +124,7 @@ Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount) {
   return {op, axis, amount};
 }
 
-// Whether the views are masked to at least 3 distinct ranges along dim d: a stack of pieces (the
-// rows of a Winograd transform), each load valid in its own piece only.
-bool stacked(const KernelShape& ks, const ViewList& sts, size_t d) {
+int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d) {
   std::vector<std::pair<int64_t, int64_t>> pieces;
   for (auto& e : sts) {
     const std::optional<Mask>& mask = e.second.views.back().mask;
@@ -136,18 +134,18 @@ bool stacked(const KernelShape& ks, const ViewList& sts, size_t d) {
         std::find(pieces.begin(), pieces.end(), r) == pieces.end())
       pieces.push_back(r);
   }
-  return pieces.size() >= 3;
+  return static_cast<int64_t>(pieces.size());
 }
 
 // The loads the kernel's body holds after `copies` copies, once the masks fold: each view in each
-// copy, less where a stacked dim is upcast whole (dim `whole` too, being upcast now), whose copies
-// each keep only their own piece's loads. A fused Winograd transform (200-530 views) upcast along
-// its channels instead held 27,000 in 128 copies: 164 s to lower, and BEAM's search of it ran the
+// copy, less where a stacked dim (3 pieces or more) is upcast whole (dim `whole` too, being upcast now),
+// whose copies each keep only their own piece's loads. A fused Winograd transform (200-530 views) upcast
+// along its channels instead held 27,000 in 128 copies: 164 s to lower, and BEAM's search of it ran the
 // machine out of memory.
 int64_t body_loads(const KernelShape& ks, const ViewList& sts, int64_t copies, size_t whole) {
   int64_t loads = static_cast<int64_t>(sts.size()) * copies;
   for (size_t j = 0; j < ks.full.size(); j++)
-    if ((j == whole || ks.kind[j] == kUpcast) && ks.full[j].is_const() && stacked(ks, sts, j))
+    if ((j == whole || ks.kind[j] == kUpcast) && ks.full[j].is_const() && stack_pieces(ks, sts, j) >= 3)
       loads /= ks.full[j].value();
   return loads;
 }

@@ -117,6 +117,9 @@ constexpr const char* kOptsVersion = "opts 7 (UPCAST UNROLL SWAP LOCAL NOLOCALS 
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;
+// How many distinct ranges the views are masked to along dim d (full ranges left out): the pieces
+// of a stack (the rows of a Winograd transform), each load valid in its own piece only.
+int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d);
 // The most loads one body may hold across its copies once masks fold (opts.cpp, body_loads): a
 // 1024-copy matmul tile holds 3072, a fused Winograd transform 500.
 constexpr int64_t kMaxBodyLoads = 8192;

@@ -109,7 +109,7 @@ test("a stack of six pieces is upcast whole along the stacked dim, values agains
 end)
 
 test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
-  -- 3 rows of 6 pieces each way, the first stack left unrealized as stdlib/winograd.lua does
+  -- 3 rows of 6 pieces each way, the first stack left unrealized (both transform passes in one kernel)
   local t = Tensor.randn(6, 6, 8, 16):realize()
   local m = { { 1, 1, 1, 0, 0, 0 }, { 0, 1, -1, 2, 0, 0 }, { 0, 1, 1, 4, 0, 1 } }
   local function along(x, ax)
