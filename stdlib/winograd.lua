@@ -6,12 +6,13 @@
 -- one per transformed position), and the product is taken back. The matmuls do 36 multiplies per
 -- tile and channel pair where the direct convolution does m^2 r^2 (144 for 3x3, 100 for 5x5); the
 -- transforms are additions and multiplies by small constants, written out term by term with the
--- zeros left out, one elementwise kernel per tile dim (M t M^T as M along one dim, then along the
--- other: 44 terms where the whole 6x6 at once is 484, which cost more to build and schedule than
--- to run). The first pass left unrealized makes both one kernel (its masks fold once both tile
--- dims are upcast): 15% faster in the MNIST step, but each such kernel took about a second to
--- lower (36 copies of 200-500 loads before they fold), a process's first MNIST step 1.2 -> 6.3 s
--- and BEAM's search of U5 74 -> 250-320 s; so the passes stay apart.
+-- zeros left out, M t M^T as M along one tile dim and then along the other (44 terms where the
+-- whole 6x6 at once is 484, which cost more to build and schedule than to run). Both are one
+-- elementwise kernel: the first is left unrealized, and with both tile dims upcast its stack's
+-- masks fold to constants (36 loads per tile, where a kernel per dim wrote and read back a tensor
+-- as large as the tiles: U5's step 24 -> 18 kernels, the MNIST CNN's 104 -> 98 and its transforms
+-- 54 -> 49 ms). The lowerer folds each upcast copy as it makes it, so such a kernel lowers in
+-- milliseconds (folded at the end, 36 copies of 200-500 loads took a second each).
 --
 -- Both variants interpolate at the same points (0, +-1, +-2 and infinity), so they share B^T;
 -- G and A^T are the Vandermonde rows of those points, G's scaled by each point's 1 / prod(p - q).
@@ -71,9 +72,9 @@ end
 local VARIANTS = { [3] = variant(4, 3), [5] = variant(2, 5) } -- by window size
 
 -- m applied along dim `ax` (0-based) of t: out[.., r, ..] = sum over k of m[r][k] * t[.., k, ..],
--- each row a sum of its nonzero terms, the rows stacked in place of that dim. The stack is one
--- elementwise kernel, each of its rows a few loads (the heuristic upcasts the stacked dim whole).
-local function apply(m, t, ax)
+-- each row a sum of its nonzero terms, the rows stacked in place of that dim; realized unless
+-- `lazy` (the first of a pair). The heuristic upcasts a stacked dim whole.
+local function apply(m, t, ax, lazy)
   local slices, shape = {}, t.shape -- t[.., k, ..] for each k, the dim kept (of size 1)
   for k = 1, #m[1] do
     local sl = {}
@@ -95,7 +96,9 @@ local function apply(m, t, ax)
     end
     rows[r] = acc
   end
-  return T.cat(rows, ax):contiguous()
+  local out = T.cat(rows, ax)
+  if lazy then return out end
+  return out:contiguous()
 end
 
 local function ceildiv(a, b) return -((-a) // b) end
@@ -114,12 +117,12 @@ end
 local function input_transform(v, x, cover, th, tw)
   local n, cin = x.shape[1], x.shape[2]
   local d = x:pad(cover):_pool({ v.a, v.a }, { v.m, v.m }):permute(4, 5, 1, 0, 2, 3) -- (a, a, Cin, N, th, tw)
-  return apply(v.BT, apply(v.BT, d, 0), 1):reshape(v.a * v.a, cin, n * th * tw)
+  return apply(v.BT, apply(v.BT, d, 0, true), 1):reshape(v.a * v.a, cin, n * th * tw)
 end
 
 -- V^T (a^2, Cout, Cin): the weights (Cout, Cin, r, r) in the transformed space, G w G^T
 local function weight_transform(v, w)
-  local vt = apply(v.G, apply(v.G, w:permute(2, 3, 0, 1), 0), 1) -- (a, a, Cout, Cin)
+  local vt = apply(v.G, apply(v.G, w:permute(2, 3, 0, 1), 0, true), 1) -- (a, a, Cout, Cin)
   return vt:reshape(v.a * v.a, w.shape[1], w.shape[2])
 end
 
@@ -160,17 +163,17 @@ local function winograd_grad(v, pads)
     local u, vt = input_transform(v, x, cover, th, tw), weight_transform(v, w)
     -- the output's gradient in the transformed space: A g A^T for every tile
     local gp = g:pad({ { 0, 0 }, { 0, 0 }, { 0, m * th - oh }, { 0, m * tw - ow } }):reshape(n, cout, th, m, tw, m)
-    local dm = apply(v.A, apply(v.A, gp:permute(3, 5, 1, 0, 2, 4), 0), 1):reshape(a * a, cout, n * th * tw)
+    local dm = apply(v.A, apply(v.A, gp:permute(3, 5, 1, 0, 2, 4), 0, true), 1):reshape(a * a, cout, n * th * tw)
     -- dU transposed, dM^T @ V^T: its B operand is V^T, a few KiB read from L1 by every tile, where
     -- dU = V @ dM streams dM's Cout rows, each a whole batch of tiles apart (the same cache
     -- sets): 2x slower (1 thread, the MNIST CNN's conv2)
     local du = dm:transpose(1, 2):matmul(vt):reshape(a, a, n, th, tw, cin)
     local dvt = dm:matmul(u:transpose(1, 2)):reshape(a, a, cout, cin)
-    local dw = apply(v.GT, apply(v.GT, dvt, 0), 1):permute(2, 3, 0, 1)
+    local dw = apply(v.GT, apply(v.GT, dvt, 0, true), 1):permute(2, 3, 0, 1)
     -- each window's gradient, B dU B^T, stored (N, th, a, tw, a, Cin) as dU's rows run (channels
     -- innermost: writing (N, Cin, ...) scattered 32 streams of 6 floats) and viewed as
     -- (N, Cin, th, a, tw, a); then the windows added back where they overlap
-    local dd = apply(v.B, apply(v.B, du, 0):permute(2, 3, 0, 4, 1, 5), 4):permute(0, 5, 1, 2, 3, 4)
+    local dd = apply(v.B, apply(v.B, du, 0, true):permute(2, 3, 0, 4, 1, 5), 4):permute(0, 5, 1, 2, 3, 4)
     local dx = overlap_add(v, dd):shrink({ { 0, n }, { 0, cin }, { pads[1], pads[1] + x.shape[3] },
       { pads[3], pads[3] + x.shape[4] } })
     return dx, dw
@@ -204,7 +207,7 @@ function W.conv2d(x, w, pads)
   local mm = weight_transform(v, w):matmul(input_transform(v, x, cover, th, tw)):reshape(v.a, v.a, cout, n, th, tw)
   -- A^T M A, each m x m tile written in place, stored (Cout, N, th, m, tw, m) in M's order (read
   -- in (N, Cout) order, M's rows were 9 KiB apart: 1.3x slower) and viewed as (N, Cout, H, W)
-  local y = apply(v.AT, apply(v.AT, mm, 0):permute(2, 3, 4, 0, 5, 1), 5)
+  local y = apply(v.AT, apply(v.AT, mm, 0, true):permute(2, 3, 4, 0, 5, 1), 5)
   y = y:reshape(cout, n, m * th, m * tw):permute(1, 0, 2, 3):shrink({ { 0, n }, { 0, cout }, { 0, oh }, { 0, ow } })
   if T.no_grad then return y end
   return T._custom_grad(y, { x, w }, winograd_grad(v, pads))

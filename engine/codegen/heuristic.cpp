@@ -346,17 +346,17 @@ bool upcast_masked_row(CpuKernel& k, const Machine& m) {
 // to its own index, as the 36 positions of a Winograd transform) is upcast whole along it: each
 // copy keeps only its own piece's loads, where the loop tested every piece's masks at every index.
 // Measured with 16 lanes, the 36 transformed 6x6 windows of a 3x3 conv over 64x32x26x26: 547 ->
-// 2.6 ms. Dims that at least 3 pieces share (a 3x3 weight gradient's rows: 0.21 -> 0.01 ms), each
-// piece a few indices, up to 64 copies in all; before the padded-row rule, which would take only
-// the innermost of a tile's two joined dims.
+// 2.6 ms. Dims that at least 2 pieces share (a 3x3 weight gradient's rows: 0.21 -> 0.01 ms; F(2x2,
+// 5x5)'s two output rows), each piece a few indices, up to 64 copies in all; before the padded-row
+// rule, which would take only the innermost of a tile's two joined dims.
 bool upcast_joined_dims(CpuKernel& k) {
   std::vector<size_t> joined;
   int64_t copies = 1;
   for (size_t d = k.dims(); d-- > 0;) {
     const int64_t n = k.ks.full[d].value();
-    if (k.ks.kind[d] != kGlobal || n < 3 || copies * n > 64) continue;
+    if (k.ks.kind[d] != kGlobal || n < 2 || copies * n > 64) continue;
     int64_t pieces = stack_pieces(k.ks, k.sts, d);
-    if (pieces >= 3 && pieces * 2 >= n) {
+    if (pieces >= 2 && pieces * 2 >= n) {
       joined.push_back(d);
       copies *= n;
     }

@@ -27,14 +27,6 @@ std::vector<const UOp*> views_of(const UOpRef& ast) {
   return r;
 }
 
-// Copies of `u`, one per value of the expanded dim `ph`.
-std::vector<UOpRef> expand_dim(const UOpRef& u, const UOpRef& ph, int64_t n) {
-  std::vector<UOpRef> r;
-  for (int64_t c = 0; c < n; c++)
-    r.push_back(substitute(u, {{ph.get(), UOp::cconst(ph->dtype, double(c))}}));
-  return r;
-}
-
 // x*(1/y), which is how Tensor divides, becomes a true division (x*(1/x) can be 0.99999994).
 const PatternMatcher& pm_divide() {
   static const PatternMatcher pm{
@@ -44,11 +36,35 @@ const PatternMatcher& pm_divide() {
   return pm;
 }
 
+// Copies of `u`, one per value of the expanded dim `ph`, each simplified as it is made (only the
+// value-preserving rules under NOOPT): a stack's pieces whose masks turn false vanish before the
+// next dim copies them again. Simplified only at the end, a Winograd transform's 36 copies took a
+// second to lower, and 5.7 s once BEAM upcast its channels by 16 as well.
+struct ExpandCtx {
+  const UOp* ph;
+  UOpRef value;
+};
+std::vector<UOpRef> expand_dim(const UOpRef& u, const UOpRef& ph, int64_t n, bool noopt) {
+  static const PatternMatcher place{{UPat::op(Ops::RANGE), [](const Match& m) {
+                                       auto* c = static_cast<ExpandCtx*>(m.ctx);
+                                       return m.root().get() == c->ph ? c->value : nullptr;
+                                     }}};
+  static const PatternMatcher full = place + symbolic(), simple = place + symbolic_simple();
+  std::vector<UOpRef> r;
+  for (int64_t c = 0; c < n; c++) {
+    ExpandCtx ctx{ph.get(), UOp::cconst(ph->dtype, double(c))};
+    r.push_back(graph_rewrite(u, noopt ? simple : full, &ctx));
+  }
+  return r;
+}
+
 struct Lowerer {
-  Lowerer(KernelShape ks, DType it, const Target& target) : ks(std::move(ks)), it(it), target(target) {}
+  Lowerer(KernelShape ks, DType it, const Target& target, bool noopt)
+      : ks(std::move(ks)), it(it), target(target), noopt(noopt) {}
   KernelShape ks;
   DType it; // index dtype: int32 unless some view can reach past 2^31
   Target target;
+  bool noopt;                    // NOOPT: copies are simplified by the value-preserving rules only
   int nlocal = 0;                // shared arrays made so far
   bool outer_loops = false;      // a GPU kernel runs some global dims as loops (too many work-groups)
   Shape global_size, local_size; // launch dims, set as each SPECIAL is made
@@ -105,10 +121,10 @@ struct Lowerer {
     };
     for (auto a : u->rarg().axes)
       if (ks.full[a] != 1 && ks.kind[a] == kUnroll && (a != lanes_dim || loops.size() == 1))
-        v = fold(expand_dim(v, ranges[a], ks.full[a]));
+        v = fold(expand_dim(v, ranges[a], ks.full[a], noopt));
     if (loops.size() == 1) return grouped(v);
     std::vector<UOpRef> lanes{v};
-    if (lanes_dim >= 0) lanes = expand_dim(v, ranges[lanes_dim], ks.full[lanes_dim]);
+    if (lanes_dim >= 0) lanes = expand_dim(v, ranges[lanes_dim], ks.full[lanes_dim], noopt);
     for (auto& l : lanes) {
       loops[0] = l;
       l = UOp::make(Ops::REDUCE, u->dtype, loops, ReduceArg{op, {}});
@@ -241,6 +257,9 @@ struct Lowerer {
       for (auto& s : u->src)
         src.push_back(lower(s));
       r = UOp::make(u->op, u->dtype, src, u->arg);
+      // divisions as they are made: an expanded copy folds its constants, and 1/41 must not
+      // become an inexact 0.024390243 first
+      if (UOpRef d = pm_divide().rewrite(r)) r = d;
     }
     }
     memo[u.get()] = r;
@@ -388,7 +407,7 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
   const UOpRef& ast = k.ast;
   DType it = k.index_dtype;
   std::vector<std::pair<UOpRef, UOpRef>> launch; // each SPECIAL, and the RANGE a CPU runs instead
-  Lowerer lw(ks, it, target);
+  Lowerer lw(ks, it, target, k.noopt);
   int globals = 0, locals = 0;
   if (target.gpu) gpu_launch(lw, ks, it, launch);
   for (size_t d = 0; d < ks.full.size() && !target.gpu; d++) {
@@ -411,7 +430,7 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
     if (ks.kind[d] != kUpcast) continue;
     std::vector<UOpRef> next;
     for (auto& st : stores)
-      for (auto& c : expand_dim(st, lw.ranges[d], ks.full[d]))
+      for (auto& c : expand_dim(st, lw.ranges[d], ks.full[d], k.noopt))
         next.push_back(c);
     stores = std::move(next);
   }
@@ -428,6 +447,7 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
 
 LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const Target& target, bool noopt) {
   LoweredKernel k;
+  k.noopt = noopt;
   KernelShape ks = kernel_shape(ast);
   k.out_shape = ks.out;
   ViewList sts;
@@ -488,9 +508,7 @@ void simplify(LoweredKernel& k, bool noopt) {
   UOpRef loops = subs.empty() ? k.lowered : substitute(k.lowered, subs);
   k.vars.clear();
   loops = bind_vars(loops, k.ast, k.vars);
-  // divisions first: constant folding would turn x*(1/41) into an inexact x*0.024390243
-  UOpRef divided = graph_rewrite(loops, pm_divide());
-  k.simplified = apply_semantics(graph_rewrite(divided, noopt ? symbolic_simple() : symbolic()));
+  k.simplified = apply_semantics(graph_rewrite(loops, noopt ? symbolic_simple() : symbolic()));
 }
 
 void linearize(LoweredKernel& k, const Target& target) {

@@ -26,14 +26,16 @@ struct LoweredKernel {
   UOpRef simplified;                                // after the symbolic and semantics rules
   std::vector<UOpRef> linear;                       // the flat program the renderer prints
   std::vector<VarArg> vars; // the Variables it takes, in the order of their slots in the last buffer
+  bool noopt = false;       // NOOPT: only value-preserving rules simplify it
 };
 
 // opts: with `opts`, those are applied (an illegal one throws IllegalOpt, naming it); without,
 // the hand-coded heuristic picks them, or none under noopt.
 LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const Target& target, bool noopt);
-// lowered: the loop nest and launch ids; a launch the target cannot run throws IllegalOpt.
+// lowered: the loop nest and launch ids, x*(1/y) as a true division, each UPCAST or UNROLL copy
+// simplified as it is made; a launch the target cannot run throws IllegalOpt.
 void lower(LoweredKernel& k, const Target& target);
-// simplified: division by constants, the symbolic rules (only value-preserving ones under
+// simplified: the symbolic rules (only value-preserving ones under
 // noopt), then what each op means where dialects differ (engine/codegen/semantics.h).
 void simplify(LoweredKernel& k, bool noopt);
 // linear: the program in order; more loop iterations than the target allows throws IllegalOpt.

@@ -138,14 +138,14 @@ int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d) {
 }
 
 // The loads the kernel's body holds after `copies` copies, once the masks fold: each view in each
-// copy, less where a stacked dim (3 pieces or more) is upcast whole (dim `whole` too, being upcast now),
+// copy, less where a stacked dim (2 pieces or more) is upcast whole (dim `whole` too, being upcast now),
 // whose copies each keep only their own piece's loads. A fused Winograd transform (200-530 views) upcast
 // along its channels instead held 27,000 in 128 copies: 164 s to lower, and BEAM's search of it ran the
 // machine out of memory.
 int64_t body_loads(const KernelShape& ks, const ViewList& sts, int64_t copies, size_t whole) {
   int64_t loads = static_cast<int64_t>(sts.size()) * copies;
   for (size_t j = 0; j < ks.full.size(); j++)
-    if ((j == whole || ks.kind[j] == kUpcast) && ks.full[j].is_const() && stack_pieces(ks, sts, j) >= 3)
+    if ((j == whole || ks.kind[j] == kUpcast) && ks.full[j].is_const() && stack_pieces(ks, sts, j) >= 2)
       loads /= ks.full[j].value();
   return loads;
 }

@@ -268,7 +268,7 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
   const auto all = actions(gpu);
   // the rounds leave time for the final duel: 3 rounds of both lists, each compiled and timed
   // up to 3 times
-  double explore_s = budget_s - 20 * r.hand_seconds - 0.3;
+  double explore_s = budget_s - 20 * r.hand_seconds - 0.3, last_batch_s = 0;
   for (bool improved = true; improved && elapsed() < explore_s;) {
     std::vector<std::vector<Opt>> lists;
     for (auto& c : beam)
@@ -278,15 +278,18 @@ BeamResult beam_search(const std::string& key, const std::string& name, int widt
         opts.push_back(a);
         if (seen.insert(opts_text(opts)).second && legal(opts)) lists.push_back(std::move(opts));
       }
-    // in batches, so that the budget is checked between them
+    // in batches, so that the budget is checked between them: a batch starts only if one as
+    // long as the last still fits (batches of large kernels' candidates take seconds to compile)
     std::vector<Candidate> next;
     const size_t batch = 4 * static_cast<size_t>(std::max(1, threads));
-    for (size_t i = 0; i < lists.size() && elapsed() < explore_s; i += batch) {
+    for (size_t i = 0; i < lists.size() && elapsed() + last_batch_s < explore_s; i += batch) {
+      double batch_t0 = elapsed();
       std::vector<std::vector<Opt>> part(lists.begin() + static_cast<long>(i),
                                          lists.begin() +
                                              static_cast<long>(std::min(lists.size(), i + batch)));
       for (auto& c : time_all(part))
         next.push_back(std::move(c));
+      last_batch_s = elapsed() - batch_t0;
       progress("");
     }
     if (next.empty()) break;

@@ -103,9 +103,11 @@ test("a stack of six pieces is upcast whole along the stacked dim, values agains
       end
     end
   end
-  -- two pieces only: a plain cat keeps its loop (the rule wants at least three)
+  -- two one-row pieces (F(2x2, 5x5)'s output rows) are upcast too; two long pieces keep their loop
   local two = Tensor.cat({ a:reshape(1, 5, 16), (a * 2):reshape(1, 5, 16) }, 0):schedule()
-  assert(not table.concat(two[#two].opts, " "):find("UPCAST(0, 2)", 1, true), "a two-piece cat is not upcast")
+  assert(table.concat(two[#two].opts, " "):find("UPCAST(0, 2)", 1, true), "a stack of two rows is upcast")
+  local long = Tensor.cat({ a, a * 2 }, 0):schedule()
+  assert(not table.concat(long[#long].opts, " "):find("UPCAST(0, 10)", 1, true), "a cat of two 5-row pieces is not")
 end)
 
 test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
