@@ -55,6 +55,25 @@ test("elementwise arithmetic matches Lua", function()
   same((x + 0.5).dtype, "float32")
 end)
 
+test("division by a constant is exact in float32, also in copies the optimizer makes", function()
+  -- each copy of an upcast stack is simplified as the lowerer makes it; the division must be made
+  -- first, or x * (1/41) folds to x * 0.024390243 (41 * (1/41) is 0.99999994 in float32)
+  local xs = {}
+  for i = 1, 64 do xs[i] = i end
+  local x = Tensor(xs, "float32"):reshape(1, 64):realize()
+  local st = Tensor.cat({ x, x * 2, x * 3 }, 0) / 41
+  local items = st:schedule()
+  local opts = table.concat(items[#items].opts, " ")
+  assert(#items == 1 and opts:find("UPCAST(0, 3)", 1, true), "one kernel, the stack upcast whole, got: " .. opts)
+  local got = st:tolist()
+  for p = 1, 3 do
+    for i = 1, 64 do
+      local want = string.unpack("f", string.pack("f", p * i / 41)) -- rounded once to float32
+      assert(got[p][i] == want, ("%d / 41: %.9g, want %.9g"):format(p * i, got[p][i], want))
+    end
+  end
+end)
+
 test("transcendentals match Lua's math", function()
   local xs = { 0.25, 1.0, 2.0 }
   local x = Tensor(xs)
