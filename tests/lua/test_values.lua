@@ -64,7 +64,8 @@ test("division by a constant is exact in float32, also in copies the optimizer m
   local st = Tensor.cat({ x, x * 2, x * 3 }, 0) / 41
   local items = st:schedule()
   local opts = table.concat(items[#items].opts, " ")
-  assert(#items == 1 and opts:find("UPCAST(0, 3)", 1, true), "one kernel, the stack upcast whole, got: " .. opts)
+  local cpu = Device.DEFAULT == "CPU" or Device.DEFAULT == "LLVM" -- a GPU's heuristic differs
+  assert(#items == 1 and (not cpu or opts:find("UPCAST(0, 3)", 1, true)), "one kernel, the stack upcast whole, got: " .. opts)
   local got = st:tolist()
   for p = 1, 3 do
     for i = 1, 64 do
