@@ -115,7 +115,7 @@ const PatternMatcher& drop_custom_grads() {
   return pm;
 }
 
-// Ops whose value at 0 is not 0: a padded region would compute garbage through them.
+// Ops whose value at 0 is not 0 (or that trap there): under a pad, their result is masked.
 bool unsafe_under_pad(Ops op) {
   return op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::RECIP || op == Ops::IDIV || op == Ops::MOD ||
          op == Ops::POW;
@@ -478,8 +478,20 @@ struct KernelBuilder {
       return walk(u->src[0], p, in_reduce);
     }
     if (is_elementwise(u->op)) {
-      if (unsafe_under_pad(u->op) && path_has_pad(path))
-        return leaf(s.realize(u, boundary::pad), path, in_reduce);
+      if (unsafe_under_pad(u->op) && path_has_pad(path)) {
+        // Computed everywhere, its result masked to where the pad keeps values: in the padded
+        // region its sources read 0 and give inf or NaN, which the select drops (it was a kernel
+        // of its own). An integer division's divisor is 1 there, so nothing divides by 0.
+        std::vector<UOpRef> src;
+        for (auto& x : u->src)
+          src.push_back(walk(x, path, in_reduce));
+        UOpRef valid =
+            UOp::make(Ops::CONST, DType::Bool, {view_uop(view_through(u->shape, path, in_reduce))}, 1.0);
+        if (u->op == Ops::IDIV || u->op == Ops::MOD)
+          src[1] = alu(Ops::WHERE, {valid, src[1], UOp::cconst(src[1]->dtype, 1)});
+        return alu(Ops::WHERE,
+                   {valid, UOp::make(u->op, u->dtype, std::move(src), u->arg), UOp::cconst(u->dtype, 0)});
+      }
       if (broadcast_factor(path) >= kRecomputeFactor && elementwise_cost(u.get()) >= kRecomputeCost)
         return leaf(s.realize(u, boundary::recompute), path, in_reduce);
       std::vector<UOpRef> src;

@@ -29,7 +29,6 @@ inline constexpr const char* broadcast_back = "a reduce's result is broadcast (e
 inline constexpr const char* reduce_view = "a reduce is read through a permute, pad, shrink or flip";
 inline constexpr const char* other_reduce = "a second reduce of another shape in the consumer";
 inline constexpr const char* two_consumers = "used by two consumers that cannot share a loop";
-inline constexpr const char* pad = "padded, and not 0 at 0 (the pad would compute garbage through it)";
 inline constexpr const char* pack =
     "a matmul's operand copied into panels, so the matmul's loop reads it in order (engine/pack.h)";
 inline constexpr const char* operand =

@@ -75,8 +75,9 @@ local cases = {
     { "a reduce's result is broadcast (expanded) before its use", "the graph's output" } },
   { "a:sum(1) + c:sum(0)", function() return (a:sum(1) + c:sum(0)):schedule() end,
     { "a second reduce of another shape in the consumer", "the graph's output" } },
+  -- exp(0) is 1, so the pad's zeros cannot go through it: its result is masked instead, in one kernel
   { "a:exp():pad({{0,0},{1,0}})", function() return a:exp():pad({ { 0, 0 }, { 1, 0 } }):schedule() end,
-    { "padded, and not 0 at 0 (the pad would compute garbage through it)", "the graph's output" } },
+    { "the graph's output" } },
 }
 for _, case in ipairs(cases) do
   local got_reasons = reasons(case[2]())

@@ -411,14 +411,29 @@ TEST_CASE("each kernel says why it is a kernel", "[schedule][boundary]") {
     check_values(x, map(row_sum, [](double v) { return v + 1; }), 1e-5, 1e-5);
     check_values(y, map(row_sum, [](double v) { return v * 2; }), 1e-5, 1e-5);
   }
-  SECTION("an op that is not 0 at 0, padded") {
-    Tensor x = a.exp().pad({{0, 0}, {1, 0}});
-    CHECK(reasons(x.schedule()) == R{boundary::pad, boundary::output});
+  SECTION("a float op that is not 0 at 0, padded: masked in the same kernel") {
+    // exp(0) = 1 and log(0) = -inf in the padded region; the select keeps them out
+    Tensor x = a.exp().pad({{0, 0}, {1, 0}}).add(a.abs().log().pad({{0, 0}, {0, 1}}));
+    CHECK(reasons(x.schedule()) == R{boundary::output});
     A want({4, 6}, std::vector<double>(24, 0));
     for (int64_t i = 0; i < 4; i++)
-      for (int64_t j = 0; j < 5; j++)
-        want.data[i * 6 + j + 1] = std::exp(static_cast<float>(ra.data[i * 5 + j]));
+      for (int64_t j = 0; j < 5; j++) {
+        want.data[i * 6 + j + 1] += std::exp(static_cast<float>(ra.data[i * 5 + j]));
+        want.data[i * 6 + j] += std::log(std::abs(static_cast<float>(ra.data[i * 5 + j])));
+      }
     check_values(x, want, 1e-5, 1e-6);
+  }
+  SECTION("an integer division, padded: its divisor is 1 where the pad reads 0, in the same kernel") {
+    std::mt19937 irng(306);
+    A ri, rd;
+    Tensor n = realized({4, 5}, DType::Int32, irng, &ri, -20, 20),
+           d = realized({4, 5}, DType::Int32, irng, &rd, 1, 6);
+    Tensor x = n.idiv(d).pad({{1, 0}, {0, 0}}); // floor division: an IDIV and a MOD
+    CHECK(reasons(x.schedule()) == R{boundary::output});
+    A want({5, 5}, std::vector<double>(25, 0));
+    for (int64_t i = 0; i < 20; i++)
+      want.data[i + 5] = std::floor(ri.data[i] / rd.data[i]);
+    check_values(x, want, 0, 0);
   }
 }
 

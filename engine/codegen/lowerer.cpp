@@ -27,11 +27,19 @@ std::vector<const UOp*> views_of(const UOpRef& ast) {
   return r;
 }
 
-// x*(1/y), which is how Tensor divides, becomes a true division (x*(1/x) can be 0.99999994).
+// x*(1/y), which is how Tensor divides, becomes a true division (x*(1/x) can be 0.99999994); also
+// where a pad masks 1/y (the scheduler's select around an op that is not 0 at 0).
 const PatternMatcher& pm_divide() {
   static const PatternMatcher pm{
-      {UPat::var("x") * UPat::op(Ops::RECIP, {UPat::var("y")}), [](const Match& m) {
+      {UPat::var("x") * UPat::op(Ops::RECIP, {UPat::var("y")}),
+       [](const Match& m) {
          return is_float(m["x"]->dtype) ? alu(Ops::FDIV, {m["x"], m["y"]}) : nullptr;
+       }},
+      {UPat::var("x") *
+           UPat::op(Ops::WHERE, {UPat::var("v"), UPat::op(Ops::RECIP, {UPat::var("y")}), UPat::cnst(0)}),
+       [](const Match& m) {
+         if (!is_float(m["x"]->dtype)) return UOpRef();
+         return alu(Ops::WHERE, {m["v"], alu(Ops::FDIV, {m["x"], m["y"]}), UOp::cconst(m["x"]->dtype, 0)});
        }}};
   return pm;
 }
