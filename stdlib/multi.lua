@@ -576,7 +576,7 @@ local function hook()
   end
   local function routed(k, f)
     return function(...)
-      if not made_any then return f(...) end -- a third of a Winograd graph's build time
+      if not made_any then return f(...) end -- the check was a fifth of the Lua in a Winograd graph's build
       for i = 1, select("#", ...) do
         if holds((select(i, ...))) then return call(k, ...) end
       end

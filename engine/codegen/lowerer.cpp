@@ -508,7 +508,7 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
 
 void lower(LoweredKernel& k, const Target& target) { lower_to_loops(k, target); }
 
-void simplify(LoweredKernel& k, bool noopt) {
+void simplify(LoweredKernel& k) {
   // The CPU runs each launch dim as the loop it stands for (the outermost one split across cores).
   std::vector<std::pair<const UOp*, UOpRef>> subs;
   for (auto& [special, range] : k.cpu_loops)
@@ -516,7 +516,7 @@ void simplify(LoweredKernel& k, bool noopt) {
   UOpRef loops = subs.empty() ? k.lowered : substitute(k.lowered, subs);
   k.vars.clear();
   loops = bind_vars(loops, k.ast, k.vars);
-  k.simplified = apply_semantics(graph_rewrite(loops, noopt ? symbolic_simple() : symbolic()));
+  k.simplified = apply_semantics(graph_rewrite(loops, k.noopt ? symbolic_simple() : symbolic()));
 }
 
 void linearize(LoweredKernel& k, const Target& target) {
@@ -544,7 +544,7 @@ LoweredKernel lower_kernel(const UOpRef& ast, const std::vector<Opt>* opts, cons
   bool no = noopt.value_or(settings().noopt);
   LoweredKernel k = apply_opts(ast, opts, target, no);
   lower(k, target);
-  simplify(k, no);
+  simplify(k);
   linearize(k, target);
   return k;
 }

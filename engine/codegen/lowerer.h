@@ -35,9 +35,9 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
 // lowered: the loop nest and launch ids, x*(1/y) as a true division, each UPCAST or UNROLL copy
 // simplified as it is made; a launch the target cannot run throws IllegalOpt.
 void lower(LoweredKernel& k, const Target& target);
-// simplified: the symbolic rules (only value-preserving ones under noopt), then what each op
+// simplified: the symbolic rules (only value-preserving ones under k.noopt), then what each op
 // means where dialects differ (engine/codegen/semantics.h).
-void simplify(LoweredKernel& k, bool noopt);
+void simplify(LoweredKernel& k);
 // linear: the program in order; more loop iterations than the target allows throws IllegalOpt.
 void linearize(LoweredKernel& k, const Target& target);
 

@@ -162,7 +162,7 @@ void lower_stages(CompiledKernel& c, const std::optional<std::vector<Opt>>& opts
   RewriteTrace trace;
   c.k = apply_opts(c.ast, opts ? &*opts : nullptr, target, noopt);
   lower(c.k, target);
-  simplify(c.k, noopt);
+  simplify(c.k);
   linearize(c.k, target);
   c.passes = std::move(trace.passes);
   c.steps = std::move(trace.steps);
