@@ -88,8 +88,8 @@ void check_random_opts(const std::string& device, int draws, int min_legal, int 
   auto random_opt = [&] {
     const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL,   OptOp::UPCAST,   OptOp::UNROLL,
                          OptOp::SWAP,   OptOp::LOCAL,    OptOp::NOLOCALS, OptOp::PADTO,
-                         OptOp::GROUP,  OptOp::GROUPTOP, OptOp::BLOCK};
-    OptOp op = ops[rng() % 11];
+                         OptOp::GROUP,  OptOp::GROUPTOP, OptOp::BLOCK,    OptOp::VECTORIZE};
+    OptOp op = ops[rng() % 12];
     if (op == OptOp::NOLOCALS) return Opt{op, 0, 0};
     int64_t axis = static_cast<int64_t>(rng() % 4);
     return Opt{op, axis, op == OptOp::SWAP ? static_cast<int64_t>(rng() % 4) : amounts[rng() % 8]};
@@ -130,11 +130,12 @@ void check_random_opts(const std::string& device, int draws, int min_legal, int 
         bool names_an_opt = msg.find("UPCAST(") == 0 || msg.find("UNROLL(") == 0 || msg.find("SWAP(") == 0 ||
                             msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0 ||
                             msg.find("PADTO(") == 0 || msg.find("GROUP(") == 0 ||
-                            msg.find("GROUPTOP(") == 0 || msg.find("BLOCK(") == 0;
+                            msg.find("GROUPTOP(") == 0 || msg.find("BLOCK(") == 0 ||
+                            msg.find("VECTORIZE(") == 0;
         bool names_the_launch =
             target.gpu && (msg.find("launch dim") == 0 || msg.find("a work-group of") == 0 ||
                            msg.find("more than 3 local") == 0 || msg.find("GROUP:") == 0 ||
-                           msg.find("each thread would run") == 0);
+                           msg.find("each thread would run") == 0 || msg.find("VECTORIZE:") == 0);
         CHECK((names_an_opt || names_the_launch));
         CHECK(draw % 2 == 1); // a list built to be legal is never refused
         continue;
@@ -320,6 +321,68 @@ TEST_CASE("BLOCK runs the reduce in blocks outside the output loops, on one core
   // the output must hold the partial result: not when something is applied after the reduce
   auto relu_ast = a.matmul(b).relu().schedule().back().ast;
   CHECK_THROWS_WITH(lower_kernel(relu_ast, &block), Catch::Contains("does not store its reduce as is"));
+}
+
+// A transpose whose rows of 6 load contiguously and store 4 floats apart, the gaps filled by the
+// 4 copies of the upcast: the shape of a Winograd output transform, which clang leaves scalar
+// unless told.
+TEST_CASE("VECTORIZE tells the compiler to vectorize the innermost loop, and nothing else changes") {
+  std::vector<double> data(16 * 4 * 6);
+  std::mt19937 rng(7);
+  for (auto& v : data)
+    v = static_cast<double>(rng() % 1000) / 100 - 5;
+  auto made_on = [&](const std::string& dev) {
+    Tensor x = Tensor::from_data(data, {16, 4, 6}, DType::Float32, dev).permute({0, 2, 1});
+    return x.mul(x).add(x);
+  };
+  auto ast = made_on("CPU").schedule().back().ast;
+  std::vector<Opt> none, vec{{OptOp::UPCAST, 2, 4}, {OptOp::VECTORIZE, 1, 0}};
+  LoweredKernel k = lower_kernel(ast, &vec);
+  CHECK(k.shape.kind.back() == kUpcast);
+  CHECK(std::count(k.shape.kind.begin(), k.shape.kind.end(), kVector) == 1);
+  std::vector<float> want(data.size());
+  for (int64_t i = 0; i < 16; i++) // out[i, j, k] = x[i, k, j]^2 + x[i, k, j]
+    for (int64_t j = 0; j < 6; j++)
+      for (int64_t c = 0; c < 4; c++) {
+        float v = static_cast<float>(data[(i * 4 + c) * 6 + j]);
+        want[(i * 6 + j) * 4 + c] = v * v + v;
+      }
+  struct Restore {
+    int threads = settings().threads;
+    ~Restore() { settings().threads = threads; }
+  } restore;
+  for (std::string dev : {"CPU", "LLVM"}) {
+    for (int cores : {1, 2}) {
+      settings().threads = cores;
+      for (auto* opts : {&vec, &none}) {
+        INFO(dev << " at " << cores << " cores, " << (opts == &vec ? "vectorized" : "no opts"));
+        auto items = made_on(dev).schedule();
+        run_schedule({items.begin(), items.end() - 1});
+        KernelInfo info;
+        try_opts(items.back(), *opts, 1, info);
+        Buffer& out = *items.back().bufs[0];
+        std::vector<float> got(out.size);
+        out.copyout(got.data());
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < want.size(); i++) // x*x+x may be one fused multiply-add
+          REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6).margin(1e-6));
+        bool marked = info.src.find(dev == "CPU" ? "#pragma clang loop vectorize(enable)"
+                                                 : "llvm.loop.vectorize.enable") != std::string::npos;
+        CHECK(marked == (opts == &vec));
+      }
+    }
+  }
+  // only the innermost loop, once, with no amount
+  std::vector<Opt> outer{{OptOp::VECTORIZE, 0, 0}}, amount{{OptOp::VECTORIZE, 1, 4}}, twice = vec;
+  twice.push_back({OptOp::VECTORIZE, 0, 0});
+  CHECK_THROWS_WITH(lower_kernel(ast, &outer), Catch::Contains("only the innermost loop vectorizes"));
+  CHECK_THROWS_WITH(lower_kernel(ast, &amount), Catch::Contains("takes no amount"));
+  CHECK_THROWS_WITH(lower_kernel(ast, &twice), Catch::Contains("the kernel has a VECTORIZE already"));
+  Tensor a = Tensor::rand({8, 16}), b = Tensor::rand({16, 8});
+  Tensor::realize_all({&a, &b});
+  std::vector<Opt> over_reduce{{OptOp::VECTORIZE, 1, 0}};
+  CHECK_THROWS_WITH(lower_kernel(a.matmul(b).schedule().back().ast, &over_reduce),
+                    Catch::Contains("runs inside it"));
 }
 
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {

@@ -164,6 +164,7 @@ const Dialect& c_dialect() {
     };
     d.math = fcall;
     d.reassociate = true;
+    d.vector_loop = "#pragma clang loop vectorize(enable)";
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
       const std::vector<UOpRef>& linear = *k.linear;

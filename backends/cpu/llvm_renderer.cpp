@@ -77,6 +77,7 @@ struct LRender {
   std::unordered_map<const UOp*, Loop> loops;
   std::map<std::string, std::string> patches; // token -> the block a loop's back edge comes from
   const UOp* par = nullptr;
+  bool vector_loop = false;             // a loop VECTORIZE marks: its back edge carries metadata !0
   std::map<std::string, bool> declared; // intrinsics used
   // Index arithmetic, which never overflows (the lowerer picks int64 where int32 could): marked
   // nsw, as C's signed arithmetic is, so LLVM sees consecutive addresses through the sign extension
@@ -422,7 +423,9 @@ void render_endrange(LRender& r, const UOpRef& u) {
   const LRender::Loop& L = r.loops.at(rng);
   std::string id = L.counter.substr(2), t = ll_type(rng->dtype);
   r.line("%next" + id + " = add nsw " + t + " " + L.counter + ", 1");
-  r.line("br label %" + L.head);
+  bool vector = rng->varg()[1] == kVector;
+  r.vector_loop |= vector;
+  r.line("br label %" + L.head + (vector ? ", !llvm.loop !0" : ""));
   r.patches[L.next_token] = r.block;
   r.label(L.exit);
 }
@@ -517,6 +520,8 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
   int bits = preferred_vector_bits(linear);
   os << "attributes #0 = { \"no-trapping-math\"=\"true\""
      << (bits ? " \"prefer-vector-width\"=\"" + std::to_string(bits) + "\"" : std::string()) << " }\n";
+  // what clang's `#pragma clang loop vectorize(enable)` becomes
+  if (r.vector_loop) os << "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.vectorize.enable\", i1 true}\n";
   return os.str();
 }
 

@@ -162,11 +162,12 @@ struct CRender {
 
 void render_range(CRender& r, const UOpRef& u) {
   int kind = static_cast<int>(u->varg()[1]);
-  const char* prefix = kind == kReduce  ? "ridx"
-                       : kind == kGroup ? "grp"
-                       : kind == kLocal ? "lidx"
-                       : kind == kBlock ? "blk"
-                                        : "gidx";
+  const char* prefix = kind == kReduce   ? "ridx"
+                       : kind == kGroup  ? "grp"
+                       : kind == kLocal  ? "lidx"
+                       : kind == kBlock  ? "blk"
+                       : kind == kVector ? "vidx"
+                                         : "gidx";
   std::string n = prefix + std::to_string(u->varg()[0]);
   std::string t = r.dl.type(u->dtype), sz = r.E(u->src[0]);
   r.expr[u.get()] = n;
@@ -177,6 +178,7 @@ void render_range(CRender& r, const UOpRef& u) {
   // body 9x worse. A single loop takes the share as its bounds, or it would not vectorize.
   bool skip = u.get() == r.par && r.par_nested;
   if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
+  if (kind == kVector && !r.dl.vector_loop.empty()) r.line(r.dl.vector_loop);
   r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
   if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
   r.ind++;

@@ -212,7 +212,8 @@ struct Lowerer {
       bool loops_inside = false;
       int64_t accumulators = 1;
       for (size_t e = 0; e < ks.full.size() && !target.gpu; e++) {
-        loops_inside |= (ks.kind[e] == kGlobal || ks.kind[e] == kLocal) && ks.full[e] > 1;
+        loops_inside |=
+            (ks.kind[e] == kGlobal || ks.kind[e] == kLocal || ks.kind[e] == kVector) && ks.full[e] > 1;
         if (ks.kind[e] == kUpcast) accumulators *= ks.full[e].value();
       }
       bool vectors = loops_inside && accumulators % std::max(1, machine().simd.float_lanes) == 0;
@@ -415,6 +416,8 @@ void lower_to_loops(LoweredKernel& k, const Target& target) {
   const UOpRef& ast = k.ast;
   DType it = k.index_dtype;
   std::vector<std::pair<UOpRef, UOpRef>> launch; // each SPECIAL, and the RANGE a CPU runs instead
+  if (target.gpu && std::count(ks.kind.begin(), ks.kind.end(), kVector))
+    throw IllegalOpt("VECTORIZE: a GPU runs its dims over outputs as threads, not loops to vectorize");
   Lowerer lw(ks, it, target, k.noopt);
   int globals = 0, locals = 0;
   if (target.gpu) gpu_launch(lw, ks, it, launch);

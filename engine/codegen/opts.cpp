@@ -43,8 +43,8 @@ bool acts_on(OptOp op, int kind) {
 
 // The names, in the order of enum OptOp.
 constexpr const char* kNames[] = {"UPCAST", "UNROLL", "SWAP",     "LOCAL", "NOLOCALS",
-                                  "PADTO",  "GROUP",  "GROUPTOP", "BLOCK"};
-static_assert(std::size(kNames) == static_cast<size_t>(OptOp::BLOCK) + 1, "a name for every OptOp");
+                                  "PADTO",  "GROUP",  "GROUPTOP", "BLOCK", "VECTORIZE"};
+static_assert(std::size(kNames) == static_cast<size_t>(OptOp::VECTORIZE) + 1, "a name for every OptOp");
 
 // The loops and every view in a new order of dims.
 void permute_all(KernelShape& ks, ViewList& sts, const std::vector<int64_t>& order) {
@@ -180,6 +180,17 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
     for (auto& [u, st] : sts) // full- and output-shaped views alike: a dim over outputs is in both
       st = st.pad(arg);
     ks.full[d] = ks.out[d] = padded;
+    return;
+  }
+  if (o.op == OptOp::VECTORIZE) {
+    if (o.amount != 0) fail("takes no amount (0): the whole loop runs as vector lanes");
+    if (std::count(ks.kind.begin(), ks.kind.end(), kVector)) fail("the kernel has a VECTORIZE already");
+    if (ks.full[d] == 1) fail("dim " + std::to_string(d) + " has one iteration: no loop to vectorize");
+    for (size_t j = d + 1; j < ks.full.size(); j++)
+      if (ks.kind[j] != kUpcast && ks.kind[j] != kUnroll && ks.full[j] > 1)
+        fail("the loop over dim " + std::to_string(j) +
+             " runs inside it: only the innermost loop vectorizes");
+    ks.kind[d] = kVector;
     return;
   }
   if (o.op == OptOp::SWAP) {

@@ -31,8 +31,13 @@ namespace mg {
 //           each block of the reduce (amount long) runs over all the outputs before the next:
 //           its slice of the inputs stays in the cache. The output holds the partial result
 //           between blocks (a kernel that stores its reduce as is).
+// VECTORIZE: the innermost loop (a dim over outputs with no loop inside it; amount 0) runs its
+//           iterations as vector lanes: the CPU's C compiler is told to vectorize it whatever its
+//           cost model says (clang's loop pragma; LLVM IR: the loop's metadata). For a loop too
+//           short for that model whose loads are contiguous along it while its stores stride
+//           (a Winograd output transform: 6 tiles a row, each storing 4 outputs apart). Not on a GPU.
 // (opts.cpp names them in this order)
-enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP, BLOCK };
+enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP, BLOCK, VECTORIZE };
 
 struct Opt {
   OptOp op;
@@ -48,9 +53,18 @@ OptOp opt_op(const std::string& name); // throws std::invalid_argument for an un
 
 // What a loop dim becomes: a loop over outputs, a reduce loop, a dim expanded into copies of
 // the code (by UPCAST: several accumulators; by UNROLL: several terms), a local dim over
-// outputs (by LOCAL), a group of partial reduces (by GROUP), or the blocks of a reduce (by
-// BLOCK). A RANGE's arg carries its kind.
-enum Kind { kGlobal = 0, kReduce = 1, kUpcast = 2, kUnroll = 3, kLocal = 4, kGroup = 5, kBlock = 6 };
+// outputs (by LOCAL), a group of partial reduces (by GROUP), the blocks of a reduce (by
+// BLOCK), or a loop over outputs run as vector lanes (by VECTORIZE). A RANGE's arg carries its kind.
+enum Kind {
+  kGlobal = 0,
+  kReduce = 1,
+  kUpcast = 2,
+  kUnroll = 3,
+  kLocal = 4,
+  kGroup = 5,
+  kBlock = 6,
+  kVector = 7
+};
 
 // A kernel's loops while opts are applied: the loop sizes (full), the output's view of them
 // (reduced dims as 1) and each dim's kind.
@@ -113,7 +127,8 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op) or
 // to how its kernels compile (7: AVX-512 tiles at 512 bits) must not reuse choices made before.
-constexpr const char* kOptsVersion = "opts 7 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK)";
+constexpr const char* kOptsVersion =
+    "opts 8 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK VECTORIZE)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;

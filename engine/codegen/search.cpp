@@ -95,7 +95,8 @@ void cache_put(const std::string& key, const BeamResult& r) {
 // Every opt BEAM may add: upcasts of the first dims over outputs, unrolls of the first reduce
 // dims, by the amounts a CPU's registers and vectors like, swaps of the outer loops, local
 // blocks of the first two dims over outputs (on a CPU, loops inside all others), padding of the
-// first three to a vector's width, and blocks of the first reduce dim (cache blocking). Not
+// first three to a vector's width, blocks of the first reduce dim (cache blocking), and the
+// innermost loop vectorized (whichever of the first six dims that is). Not
 // GROUP on a CPU: with one thread per output it only adds a loop. On a GPU: work-group sizes
 // for the first three dims, and GROUP/GROUPTOP (threads sharing a reduce), not BLOCK.
 std::vector<Opt> actions(bool gpu) {
@@ -122,6 +123,8 @@ std::vector<Opt> actions(bool gpu) {
       a.push_back({OptOp::PADTO, axis, amt});
   for (int64_t amt : {32, 64, 128, 256})
     a.push_back({OptOp::BLOCK, 0, amt});
+  for (int64_t axis = 0; axis < 6; axis++)
+    a.push_back({OptOp::VECTORIZE, axis, 0});
   return a;
 }
 

@@ -110,6 +110,26 @@ test("a stack of six pieces is upcast whole along the stacked dim, values agains
   assert(not table.concat(long[#long].opts, " "):find("UPCAST(0, 10)", 1, true), "a cat of two 5-row pieces is not")
 end)
 
+H.cpu_test("a row of 4-6 tiles: the output transform's row loop is vectorized, values as the direct conv", function()
+  -- each tile's 4 (or 2) outputs are upcast copies; along the row of tiles its loads are
+  -- contiguous and its stores 4 apart, which the copies fill (heuristic.cpp, vectorize_interleaved_store)
+  for _, c in ipairs({ { 3, 26, 24 }, { 5, 12, 8 } }) do
+    local k, size, out = table.unpack(c)
+    local x = Tensor.randn(2, 16, size, size):realize()
+    local w = Tensor.randn(16, 16, k, k):realize()
+    local y = x:conv2d(w)
+    local vectorized = {}
+    for _, it in ipairs(y:schedule()) do
+      if table.concat(it.opts, " "):find("VECTORIZE", 1, true) then vectorized[#vectorized + 1] = it.name end
+    end
+    assert(#vectorized == 1 and vectorized[1]:find(("_%d_1_%d$"):format(out // (6 - k + 1), 6 - k + 1)),
+      k .. "x" .. k .. ": one kernel vectorized, the output transform; got " .. table.concat(vectorized, " "))
+    local want = Context({ WINO = 0 }, function() return x:cast("float64"):conv2d(w:cast("float64")) end)
+    local err = max_abs(y:cast("float64") - want) / max_abs(want)
+    assert(err < 1e-5, ("%dx%d: differs by %.3g of its largest value"):format(k, k, err))
+  end
+end)
+
 test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
   -- 3 rows of 6 pieces each way, the first stack left unrealized (both transform passes in one kernel)
   local t = Tensor.randn(6, 6, 8, 16):realize()
