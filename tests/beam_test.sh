@@ -13,6 +13,12 @@ local ref = Context({BEAM=0}, function() return a:matmul(b):realize() end)
 local d, m = (c - ref):abs():max():item(), ref:abs():max():item()
 assert(d <= 1e-6 * m, "BEAM changed the values by " .. d .. " (largest " .. m .. ")")
 print("sum", ("%.2f"):format(c:sum():item()))'
+# Two searches may choose different opts (timing noise), which may sum in another order: the
+# printed sums of such runs agree to float32 rounding, not to the digit.
+same_sum() {
+  awk -v a="$(sed -n 's/^sum\t//p' <<<"$1")" -v b="$(sed -n 's/^sum\t//p' <<<"$2")" \
+    'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * (a < 0 ? -a : a)) }'
+}
 first=$(BEAM=2 DEBUG=1 "$MG" -e "$code")
 second=$(BEAM=2 DEBUG=1 "$MG" -e "$code")
 echo "first run:"; grep BEAM <<<"$first"
@@ -32,11 +38,11 @@ echo ":beam" | "$MG" | grep -q "beam.sqlite (.* kernel" || { echo "FAIL: :beam d
 # two processes searching at once share the file
 rm -f "$dir"/moongrad/beam.sqlite*
 BEAM=2 "$MG" -e "$code" > "$dir/p1" & BEAM=2 "$MG" -e "$code" > "$dir/p2"; wait
-[ "$(cat "$dir/p1")" = "$(cat "$dir/p2")" ] || { echo "FAIL: concurrent runs differ"; exit 1; }
+same_sum "$(cat "$dir/p1")" "$(cat "$dir/p2")" || { echo "FAIL: concurrent runs differ: $(cat "$dir/p1") $(cat "$dir/p2")"; exit 1; }
 
 # a damaged cache file: searched again, right answer, exit status 0
 rm -f "$dir"/moongrad/beam.sqlite-*
 echo "this is not a database" > "$dir/moongrad/beam.sqlite"
 out=$(BEAM=2 "$MG" -e "$code")
-[ "$out" = "$(cat "$dir/p1")" ] || { echo "FAIL: a damaged cache changed the output: $out"; exit 1; }
+same_sum "$out" "$(cat "$dir/p1")" || { echo "FAIL: a damaged cache changed the output: $out, not $(cat "$dir/p1")"; exit 1; }
 echo "PASS: every choice read back from the cache:"; echo "$chose"
