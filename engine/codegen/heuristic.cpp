@@ -568,6 +568,31 @@ void order_outer_loops(CpuKernel& k, const std::vector<size_t>& outer, const Mac
     k.apply(OptOp::SWAP, outer[0], opt_at(k.ks, OptOp::SWAP, outer[1], 0).axis);
 }
 
+// A batched matmul whose batch loop is not the outermost loop over outputs (Winograd's forward,
+// stored (Cout, 36, T) so that its output transform reads the 36 planes 9 KiB apart rather than
+// 576 KiB, which share cache sets): each iteration of the loop outside re-reads an input that does
+// not depend on it, and where that input outgrows L2 it comes from L3 each time. The batch loop,
+// on which every input depends, goes outermost. Measured on the Xeon, 1 thread: 36 matmuls of
+// 64x32 by 32x2304, 4.5 -> 3.0 ms (as stored (36, Cout, T)).
+bool batch_loop_first(CpuKernel& k, const std::vector<size_t>& outer, const Machine& m) {
+  if (outer.size() < 3) return false;
+  const int64_t l2 = m.l2.bytes / m.l2.shared_by;
+  auto independent = [&](size_t d, int64_t min_bytes) { // a big input that does not depend on d
+    for (auto& e : k.sts)
+      if (k.full_load(e) && e.second.views.back().strides[d] == 0 &&
+          k.bytes(e.second, k.loaded.at(e.first)) > min_bytes)
+        return true;
+    return false;
+  };
+  if (!independent(outer[0], l2)) return false;
+  for (size_t i = 1; i < outer.size(); i++)
+    if (!independent(outer[i], 0)) {
+      k.apply(OptOp::SWAP, outer[0], opt_at(k.ks, OptOp::SWAP, outer[i], 0).axis);
+      return true;
+    }
+  return false;
+}
+
 // The machine as a kernel compiled for AVX2 sees it: where the renderer leaves out AVX-512 for a
 // window reduce, a tile sized for 32 registers of 16 lanes spills. Measured on the Xeon, 1 thread,
 // in turns (show.try_opts): the 3x3 convolution of 64x1x28x28 by 32 filters (U5's conv1), a row
@@ -619,7 +644,7 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   widen_small_tile(k, t);
   if (t.size > 1 || !split_repeated_loads(k, m)) unroll_reduce(k, t, reduce_op);
   std::vector<size_t> outer = outer_loops(k);
-  if (!block_reduce(k, outer, m)) order_outer_loops(k, outer, m);
+  if (!block_reduce(k, outer, m) && !batch_loop_first(k, outer, m)) order_outer_loops(k, outer, m);
   return k.applied;
 }
 

@@ -264,6 +264,24 @@ H.cpu_test("hand-coded opts: a row as wide as two vectors, and a tall matmul in 
   same(rv[3][5], math.max(0, rows(c)[3][5]), 1e-5 * 65536)
 end)
 
+H.cpu_test("hand-coded opts: a batched matmul stored batch-inside runs batch by batch, values as Lua", function()
+  -- out[o][p][t] = sum over i of a[p][o][i] * b[p][i][t]: the 36 x 32 x 2304 operand (10.6 MiB,
+  -- past L2) does not depend on o, so the loop over o goes inside the loop over the batch
+  local a, b = Tensor.rand(36, 64, 32):realize(), Tensor.rand(36, 32, 2304):realize()
+  local c = a:permute(1, 0, 2):reshape(64, 36, 1, 32):matmul(b)
+  assert(opts_of(c):find("SWAP%(0, 1%)"), "batch loop first: " .. opts_of(c))
+  local got = c:realize():reshape(64, 36, 2304)
+  for _, pick in ipairs({ { 1, 1, 1 }, { 64, 36, 2304 }, { 9, 17, 1000 }, { 33, 2, 77 } }) do
+    local o, p, t = table.unpack(pick)
+    local av = a:shrink({ { p - 1, p }, { o - 1, o }, { 0, 32 } }):reshape(32):tolist()
+    local bv = b:shrink({ { p - 1, p }, { 0, 32 }, { t - 1, t } }):reshape(32):tolist()
+    local want = 0
+    for i = 1, 32 do want = want + av[i] * bv[i] end
+    same(got:shrink({ { o - 1, o }, { p - 1, p }, { t - 1, t } }):item(), want, 1e-5 * 32,
+      ("c[%d][%d][%d]"):format(o, p, t))
+  end
+end)
+
 -- Printing floats as numpy does: the shortest digits that read back as the same value of the
 -- dtype (at most 8 after the point), one format for all the values shown. The expected bodies
 -- were made by numpy 1.24 (Debian's /usr/bin/python3) with

@@ -70,8 +70,9 @@ end)
 
 test("which convolutions take the path: 3x3 or 5x5, stride 1, one group, 16+ channels, float32/64", function()
   local x, w = Tensor.randn(1, 16, 8, 8), Tensor.randn(16, 16, 3, 3)
-  local function winograd(t) return schedule_names(t):find("r_36_", 1, true) ~= nil end
-  assert(winograd(x:conv2d(w)), "a 16 -> 16 channel 3x3 conv: the 36 matmuls")
+  -- the transforms: 6x6 tiles of 36 planes, both dims upcast
+  local function winograd(t) return schedule_names(t):find("E_1_6_1_6_", 1, true) ~= nil end
+  assert(winograd(x:conv2d(w)), "a 16 -> 16 channel 3x3 conv: the transforms")
   assert(not Context({ WINO = 0 }, function() return winograd(x:conv2d(w)) end), "WINO=0: direct")
   assert(not winograd(x:conv2d(w, nil, { stride = 2 })), "stride 2: direct")
   assert(not winograd(x:conv2d(w, nil, { dilation = 2 })), "dilation 2: direct")
