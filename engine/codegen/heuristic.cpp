@@ -134,6 +134,12 @@ struct CpuKernel {
   bool full_load(const ViewList::value_type& e) const {
     return loaded.count(e.first) && e.second.shape() == ks.full;
   }
+  // The store's view where it spans the kernel's full loop shape (an elementwise kernel's), else null.
+  const ShapeTracker* full_store(const UOp* stored) const {
+    for (auto& e : sts)
+      if (e.first == stored && e.second.shape() == ks.full) return &e.second;
+    return nullptr;
+  }
   bool loads_any() const {
     for (auto& e : sts)
       if (full_load(e)) return true;
@@ -259,11 +265,8 @@ int64_t lines_inside(const CpuKernel& k, size_t d) {
 // as BEAM picked; the MNIST CNN's (512x32x4x6x4x6, 132 KiB) 10.4-10.8 -> 11.0-11.3 ms, so it is
 // left out; a 32-wide transpose (2 KiB) 1.8 -> 3.1 ms.
 void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
-  if (!stored) return;
-  const ShapeTracker* out = nullptr;
-  for (auto& e : k.sts)
-    if (e.first == stored) out = &e.second;
-  if (!out || out->shape() != k.ks.full) return;
+  const ShapeTracker* out = k.full_store(stored);
+  if (!out) return;
   const std::vector<int64_t>& ws = out->views.back().strides;
   size_t inner = k.dims(); // the innermost loop over outputs
   for (size_t d = 0; d < k.dims(); d++)
@@ -297,10 +300,8 @@ void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
 // load strides along it: the transform of the output's gradient (each tile 4 floats apart,
 // stored contiguously) ran 4.4 -> 10.6 ms vectorized.
 void vectorize_interleaved_store(CpuKernel& k, const UOp* stored, const Machine& m) {
-  const ShapeTracker* out = nullptr;
-  for (auto& e : k.sts)
-    if (e.first == stored) out = &e.second;
-  if (!out || out->shape() != k.ks.full || out->views.size() != 1) return;
+  const ShapeTracker* out = k.full_store(stored);
+  if (!out || out->views.size() != 1) return;
   size_t d = k.dims();
   for (size_t e = 0; e < k.dims(); e++)
     if (k.ks.kind[e] != kUpcast && k.ks.full[e] > 1) d = e;
