@@ -30,7 +30,6 @@ struct V {
 };
 
 int bits(DType d) { return d == DType::Bool ? 1 : itemsize(d) * 8; }
-bool is_i(DType d) { return !is_float(d); } // integers and bool
 
 // Wraps a 64-bit pattern into dtype d.
 uint64_t wrap(DType d, uint64_t x) {
@@ -43,10 +42,6 @@ uint64_t wrap(DType d, uint64_t x) {
   return x;
 }
 int64_t sv(const V& v) { return static_cast<int64_t>(v.i); }
-double to_double(DType d, const V& v) {
-  if (is_float(d)) return v.f;
-  return is_unsigned(d) || d == DType::Bool ? static_cast<double>(v.i) : static_cast<double>(sv(v));
-}
 // Rounds a double to float dtype d.
 double round_to(DType d, double x) {
   switch (d) {
