@@ -270,6 +270,25 @@ TEST_CASE("hand-coded opts: a matmul's register tile under each profile, values 
   }
 }
 
+TEST_CASE(
+    "hand-coded opts: a row of 25 (a 5x5 window's taps) is taken whole under each profile, values right") {
+  settings().device = "CPU";
+  // no whole vector divides 25: at 16 lanes it fits two vectors, at 8 it fits four (up to 32
+  // floats), where its largest divisor, 5, left each row a ragged part of a vector
+  const int M = 16, K = 64, N = 25;
+  std::vector<double> a = counting(M * K, 0.25), b = counting(K * N, 0.5);
+  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
+  Tensor::realize_all({&ta, &tb});
+  std::vector<double> want = matmul_ref(a, b, M, K, N);
+  for (int lanes : {8, 16}) {
+    ScopedMachine scoped(profile(lanes));
+    Ran r = lower_and_run(ta.matmul(tb));
+    INFO(lanes << " lanes, opts: " << list(r.opts));
+    CHECK(r.opts.at(0) == Opt{OptOp::UPCAST, 1, 25});
+    check_close(r.values, want);
+  }
+}
+
 TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
   settings().device = "CPU";
   const int M = 64, K = 512, N = 64; // 128 KiB per input
