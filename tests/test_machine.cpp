@@ -133,6 +133,20 @@ std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<d
   return want;
 }
 
+// A float32 M x K by K x N matmul of counting values (steps sa and sb), realized, and its
+// product from the loop above.
+struct MatmulCase {
+  Tensor a, b;
+  std::vector<double> want;
+};
+MatmulCase matmul_case(int M, int K, int N, double sa, double sb) {
+  std::vector<double> a = counting(M * K, sa), b = counting(K * N, sb);
+  MatmulCase c{Tensor::from_data(a, {M, K}, DType::Float32), Tensor::from_data(b, {K, N}, DType::Float32),
+               matmul_ref(a, b, M, K, N)};
+  Tensor::realize_all({&c.a, &c.b});
+  return c;
+}
+
 } // namespace
 
 TEST_CASE("sysfs caches: levels, sizes and sharing from a fake tree") {
@@ -247,14 +261,10 @@ TEST_CASE("hand-coded opts: an elementwise kernel's strided copy under each prof
 
 TEST_CASE("hand-coded opts: a matmul's register tile under each profile, values right") {
   settings().device = "CPU";
-  const int M = 32, K = 48, N = 32;
-  std::vector<double> a = counting(M * K, 0.25), b = counting(K * N, 0.5);
-  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
-  Tensor::realize_all({&ta, &tb});
-  std::vector<double> want = matmul_ref(a, b, M, K, N);
+  MatmulCase m = matmul_case(32, 48, 32, 0.25, 0.5);
   for (int lanes : {8, 16}) {
     ScopedMachine scoped(profile(lanes));
-    Ran r = lower_and_run(ta.matmul(tb));
+    Ran r = lower_and_run(m.a.matmul(m.b));
     INFO(lanes << " lanes, opts: " << list(r.opts));
     // the row: the 32 outputs along N whole (two vectors) at 16 lanes, one vector at 8; then
     // 8 rows of it, within half the registers (256 and 64 accumulators)
@@ -266,7 +276,7 @@ TEST_CASE("hand-coded opts: a matmul's register tile under each profile, values 
       CHECK(r.opts.at(0) == Opt{OptOp::UPCAST, 1, 8});
       CHECK(r.opts.at(1) == Opt{OptOp::UPCAST, 0, 8});
     }
-    check_close(r.values, want);
+    check_close(r.values, m.want);
   }
 }
 
@@ -275,17 +285,13 @@ TEST_CASE(
   settings().device = "CPU";
   // no whole vector divides 25: at 16 lanes it fits two vectors, at 8 it fits four (up to 32
   // floats), where its largest divisor, 5, left each row a ragged part of a vector
-  const int M = 16, K = 64, N = 25;
-  std::vector<double> a = counting(M * K, 0.25), b = counting(K * N, 0.5);
-  Tensor ta = Tensor::from_data(a, {M, K}, DType::Float32), tb = Tensor::from_data(b, {K, N}, DType::Float32);
-  Tensor::realize_all({&ta, &tb});
-  std::vector<double> want = matmul_ref(a, b, M, K, N);
+  MatmulCase m = matmul_case(16, 64, 25, 0.25, 0.5);
   for (int lanes : {8, 16}) {
     ScopedMachine scoped(profile(lanes));
-    Ran r = lower_and_run(ta.matmul(tb));
+    Ran r = lower_and_run(m.a.matmul(m.b));
     INFO(lanes << " lanes, opts: " << list(r.opts));
     CHECK(r.opts.at(0) == Opt{OptOp::UPCAST, 1, 25});
-    check_close(r.values, want);
+    check_close(r.values, m.want);
   }
 }
 
