@@ -293,11 +293,8 @@ void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
 
 // Whether every offset and size of a view is a number (no Variable): offset_of needs them.
 bool numeric(const ShapeTracker& st) {
-  for (auto& v : st.views) {
-    if (!v.offset.is_const()) return false;
-    for (auto& s : v.shape)
-      if (!s.is_const()) return false;
-  }
+  for (auto& v : st.views)
+    if (!v.offset.is_const() || is_symbolic(v.shape)) return false;
   return true;
 }
 
