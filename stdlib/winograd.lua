@@ -101,35 +101,64 @@ local function apply(m, t, ax, lazy)
   return out:contiguous()
 end
 
+-- How many of `count` streams `stride` bytes apart share the L1 data cache's most crowded set. An
+-- x86 L1 is indexed within the 4 KiB page, so its sets repeat every 4 KiB (one way) and it has
+-- l1d / 4 KiB ways: 8 on a Zen 3 (32 KiB), 12 on the Xeon (48 KiB).
+local function crowding(count, stride)
+  local per, most = {}, 0
+  for k = 0, count - 1 do
+    local set = k * stride % 4096 // 64
+    per[set] = (per[set] or 0) + 1
+    most = math.max(most, per[set])
+  end
+  return most
+end
+
 -- Both helpers realize t (a, a, rows, ...), a transformed tensor whose a^2 planes are read or
 -- written together, a tile from or to each. Stored as it is, its planes are rows * tiles apart
 -- (576 KiB for U5's 64 rows of 2304 tiles): a multiple of 2 KiB, the same cache sets, so the
 -- planes evict each other. Measured on the Xeon, 1 thread, U5:
 -- stored rows-outer, (rows, a, a, ...) in memory and viewed back: the planes a row apart (9 KiB).
 -- The input transform: 2.6 -> 1.6 ms; the output gradient's: 4.2 -> 2.5 ms.
+-- (On a Zen 3, 9 of U5's 36 planes still share each of 4 sets of its 8-way L1. Images of zeros
+-- after each row, 68 for 64, spread them: this transform and the forward matmul gained at 1
+-- thread, but U5's step at 2 threads went 49 -> 56 ms (medians of 6 in turns), so not kept.)
 local function realize_rows_outer(t)
   local order, back = { 2, 0, 1 }, { 1, 2, 0 }
   for i = 3, t.ndim - 1 do order[#order + 1], back[#back + 1] = i, i end
   return t:permute(table.unpack(order)):contiguous():permute(table.unpack(back))
 end
--- with one more row of zeros in each plane (left out of the view) where the planes would be a
--- multiple of 2 KiB apart. The output gradient's transform: 4.2 -> 2.1 ms; the input
--- transform's loads are masked already (the conv's padding) and the extra row made it slower.
--- Where the rows themselves are a multiple of 2 KiB long (the MNIST CNN's 8192 tiles: 32 KiB),
--- each row gets one more image of zeros as well: dU's matmul reads 8 tiles from each of 64 rows
--- (Cout) per step, and rows 32 KiB apart share one set of L1 and two of a 512 KiB 8-way L2.
--- Measured on a Zen 3 (AVX2, 1 thread, bench/mnist_kernels.lua): that matmul 94-112 -> 69-72
--- ms, this transform 85 -> 37 ms, the step's kernels 612-623 -> 533-573 ms; on the Xeon (2 MiB
--- 16-way L2) the step's kernels 258-267 -> 253 ms.
+
+-- Stored as it is, with zeros after each plane (left out of the view) where its a^2 planes would
+-- crowd one set of the L1: one more row, and where that is not enough one more image in each row
+-- as well, whichever first leaves two ways of each set free.
+-- - The rows of U5's output gradient are 9 KiB (2304 tiles): its 36 planes of 64 rows all share
+--   one set; with a row more, 9 share each of 4 sets (12 ways on the Xeon: 4.2 -> 2.1 ms). With
+--   an image more as well, 1 or 2 a set: on a Zen 3 (8 ways), in turns, this transform 8.1-10.5
+--   -> 3.9-4.0 ms at 1 thread and 4.8-5.0 -> 3.4-3.5 at 2 (the matmul that reads it 0.5-1 ms
+--   slower); U5's step, medians of 5-6 runs, 86.6 -> 78.9 ms and 52.2 -> 49.4.
+-- - Where the rows themselves are a multiple of 2 KiB long (the MNIST CNN's 8192 tiles: 32 KiB),
+--   each row gets one more image of zeros in any case: dU's matmul reads 8 tiles from each of 64
+--   rows (Cout) per step, and rows 32 KiB apart share one set of L1 and two of a 512 KiB 8-way L2.
+--   Measured on a Zen 3 (AVX2, 1 thread, bench/mnist_kernels.lua): that matmul 94-112 -> 69-72
+--   ms, this transform 85 -> 37 ms, the step's kernels 612-623 -> 533-573 ms; on the Xeon (2 MiB
+--   16-way L2) the step's kernels 258-267 -> 253 ms.
 local function realize_padded_planes(t)
-  local rows, n = t.shape[3], t.shape[4]
+  local planes, rows, n = t.shape[1] * t.shape[2], t.shape[3], t.shape[4]
   local row = t.dtype == "float64" and 8 or 4 -- a row's bytes
   for i = 4, t.ndim do row = row * t.shape[i] end
+  local image, ways = row // n, select(2, Device.machine()).l1d // 4096
+  local img = row % 2048 == 0 and 1 or 0
+  local choice, least
+  for _, c in ipairs({ { 0, img }, { 1, img }, { 1, img + 1 } }) do -- extra rows, extra images
+    local crowd = crowding(planes, (rows + c[1]) * (row + c[2] * image))
+    if not least or crowd < least then choice, least = c, crowd end
+    if crowd <= ways - 2 then break end
+  end
   local pad, keep = {}, {}
   for i, s in ipairs(t.shape) do pad[i], keep[i] = { 0, 0 }, { 0, s } end
-  if row % 2048 == 0 then pad[4], row = { 0, 1 }, row // n * (n + 1) end
-  if row * rows % 2048 == 0 then pad[3] = { 0, 1 } end
-  if pad[3][2] == 0 and pad[4][2] == 0 then return t:contiguous() end
+  pad[3], pad[4] = { 0, choice[1] }, { 0, choice[2] }
+  if choice[1] == 0 and choice[2] == 0 then return t:contiguous() end
   return t:pad(pad):contiguous():shrink(keep)
 end
 

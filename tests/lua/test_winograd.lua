@@ -186,6 +186,47 @@ test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, 
   end
 end)
 
+-- The output gradient's transform writes a tile to each of its 36 planes at once, stored with
+-- zeros after each plane where the planes would crowd one set of the L1 (winograd.lua's
+-- realize_padded_planes). For 16 rows (Cout) of 2304 tiles the planes are 144 KiB apart, all in one
+-- set; a row more puts 9 in each of 4 sets, which a 12-way L1 (48 KiB) holds and an 8-way one
+-- (32 KiB) does not: there each row gets an image (36 tiles) more too. Each L1 in a process of
+-- its own (MG_L1D_KB), the transform's shape and the gradients against the direct convolution.
+test("the output gradient's planes are padded apart by the L1's ways, values as the direct conv", function()
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write([[
+Tensor.manual_seed(3)
+local x, w = Tensor.randn(64, 16, 26, 26):realize(), (Tensor.randn(16, 16, 3, 3) * 0.1):realize()
+local gy = Tensor.randn(64, 16, 24, 24):realize()
+local function grads(wino)
+  return Context({ WINO = wino }, function()
+    local xi, wi = x:detach():requires_grad_(), w:detach():requires_grad_()
+    local g = (xi:conv2d(wi) * gy):sum():gradient(xi, wi)
+    local names = {}
+    for _, it in ipairs(g[2]:schedule()) do names[#names + 1] = it.name end
+    Tensor.realize_all(g)
+    return g, table.concat(names, " ")
+  end)
+end
+local want = grads(0)
+local got, names = grads(1)
+local err = 0
+for i = 1, 2 do err = math.max(err, ((got[i] - want[i]):abs():max() / want[i]:abs():max()):item()) end
+print(names:match("E_1_6_1_6_%d+_%d+_6_6") or "none", err)
+]])
+  f:close()
+  for _, c in ipairs({ { 32, "E_1_6_1_6_17_65_6_6" }, { 48, "E_1_6_1_6_17_64_6_6" } }) do
+    local p = assert(io.popen(("MG_L1D_KB=%d %s %s 2>&1"):format(c[1], H.sh_quote(H.exe), H.sh_quote(script))))
+    local out = p:read("a")
+    p:close()
+    local name, err = out:match("(%S+)%s+(%S+)%s*$")
+    assert(name == c[2], ("L1 of %d KiB: the transform %s, expected %s (%s)"):format(c[1], tostring(name), c[2], out))
+    assert(tonumber(err) and tonumber(err) < 1e-5, ("L1 of %d KiB: gradients off by %s of the largest"):format(c[1], err))
+  end
+  os.remove(script)
+end)
+
 test("training through it: a 3x3 conv net's loss falls as with the direct convolution", function()
   local function run(wino)
     Tensor.manual_seed(4)
