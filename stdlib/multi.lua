@@ -70,7 +70,14 @@ local function shard(x, devices, axis, copy)
       arg[axis + 1] = { (i - 1) * n, i * n }
       part = x:shrink(arg)
     end
-    pieces[i] = copy and T._copy_to(part, T._check_device("shard_", d)) or part:to(d)
+    if copy then -- shard_: never x itself, which is to stand for the sharded tensor
+      d = T._check_device("shard_", d)
+      -- on x's own device a view of it: made from its bytes, it would be a tensor from host data,
+      -- which TinyJit's replays do not read again (the replayed steps used the first weights)
+      pieces[i] = d == part.device and part:reshape(part.shape) or T._copy_to(part, d)
+    else
+      pieces[i] = part:to(d)
+    end
     devs[i] = pieces[i].device
   end
   return new(pieces, devs, axis)
@@ -594,6 +601,7 @@ local function hook()
 end
 
 MT.__index = function(m, k)
+  if k == "T" then return rules.transpose(m, 1, 0) end -- the plain tensor's property (x.T)
   k = args.alias_of[k] or k
   local f = T[k]
   if type(f) ~= "function" then return nil end
@@ -633,6 +641,8 @@ hook()
 -- tensor's (the pieces are copies of it, and gradients flow back through copies): x.grad and
 -- x.requires_grad are read and written on the tensor underneath.
 local standing = setmetatable({}, { __mode = "k" }) -- x -> the sharded tensor it stands for
+local stale = setmetatable({}, { __mode = "k" })    -- x -> true: its pieces are to be made again
+local fresh -- below: standing[x], its pieces made again first where stale
 local TENSOR_MT = debug.getmetatable(T.zeros(1))
 -- __name: a binding that meets it says "Tensor expected, got sharded Tensor"
 local STAND = { __metatable = MT, __name = "sharded Tensor", __tensor_underneath = true }
@@ -646,7 +656,7 @@ end
 local own = { grad = true, requires_grad = true }
 STAND.__index = function(x, k)
   if own[k] then return underneath(x, function(t) return t[k] end) end
-  return standing[x][k]
+  return fresh(x)[k]
 end
 STAND.__newindex = function(x, k, v)
   if not own[k] then error(("a sharded tensor has no field '%s' to set"):format(tostring(k)), 2) end
@@ -659,6 +669,45 @@ end
 for _, k in ipairs({ "__add", "__sub", "__mul", "__div", "__pow", "__idiv", "__mod", "__unm", "__tostring",
   "__tensor_binop" }) do
   STAND[k] = MT[k]
+end
+-- An assign to x (an optimizer's step) is an assign to the tensor underneath, the one whose
+-- gradient backward fills, and the pieces are made again as copies of it once it is realized: a
+-- copy made before would hang from the assign, not from the tensor, and assigned piece by piece,
+-- the pieces no longer came from it (the next backward found nothing that required a gradient).
+fresh = function(x)
+  if stale[x] then
+    local m = standing[x]
+    standing[x] = underneath(x, function(t) return shard(t, m.devices, m.axis, true) end)
+    stale[x] = nil
+  end
+  return standing[x]
+end
+local assign_pieces = rules.assign
+rules.assign = function(target, value)
+  if not standing[target] then return assign_pieces(target, value) end
+  local device = underneath(target, function(t) return t.device end)
+  local whole = is_multi(value) and gather(value, device) or value
+  underneath(target, function(t) raw.assign(t, whole) end)
+  stale[target] = true
+  return target
+end
+-- Realizing x (the optimizer's step realizes its parameters) realizes the tensor underneath.
+local realize_pieces = rules.realize_all
+rules.realize_all = function(...)
+  local list, stood = list_of(...), {}
+  for _, t in ipairs(list) do
+    if standing[t] then stood[#stood + 1] = t end
+  end
+  if #stood == 0 then return realize_pieces(list) end
+  for _, t in ipairs(stood) do debug.setmetatable(t, TENSOR_MT) end -- read as the plain tensors
+  local ok, r = pcall(realize_pieces, list)
+  for _, t in ipairs(stood) do debug.setmetatable(t, STAND) end
+  if not ok then error(r, 0) end
+  return r
+end
+rules.realize = function(x)
+  rules.realize_all({ x })
+  return x
 end
 
 args.is_sharded = is_multi

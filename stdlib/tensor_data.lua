@@ -14,7 +14,7 @@ def("clone", { "self" }, function(self) return self:contiguous() end)
 -- device's work: engine/realize.cpp). To or from any other device it is made now, through host
 -- memory. Either way the gradient flows back: the output's gradient, copied to x's device.
 local copy_grad -- registered once (Tensor._grad_fn keeps each function for good)
--- x copied into a new buffer on device (its own too: shard_'s pieces must not be x itself)
+-- x copied into a new buffer on device (shard_ makes a view instead on x's own device)
 function T._copy_to(self, device)
   local lazy = device ~= self.device and self:_copy(device)
   if lazy then return lazy end

@@ -126,6 +126,48 @@ test("shard_: the tensor itself becomes the sharded one; its gradient stays whol
       for c = 1, 2 do assert(math.abs(got[r][c] - moved[r][c]) < 1e-6, ("piece %d at %d,%d"):format(i, r, c)) end
     end
   end
+  -- a layer whose weight is replicated in place reads it as x.T (nn.Linear's forward)
+  local lin = nn.Linear(2, 3)
+  local plain = lin(x):tolist()
+  lin.weight:shard_(devs)
+  local t2 = lin.weight.T
+  assert(getmetatable(t2) == getmetatable(m) and t2.shape[1] == 2 and t2.shape[2] == 3, "x.T of a sharded weight")
+  same(lin(x:shard(devs, { axis = 0 })):to("CPU"):tolist(), plain, 1e-6)
+end)
+
+test("parameters replicated in place (shard_) train as on one device: Adam steps, under TinyJit too", function()
+  Tensor.manual_seed(5)
+  local batches = {}
+  for i = 1, 5 do batches[i] = { Tensor.randn(4, 6):realize(), Tensor.randn(4, 3):realize() } end
+  local function run(shard, jit)
+    Tensor.manual_seed(6)
+    local l1, l2 = nn.Linear(6, 8), nn.Linear(8, 3)
+    local params = { l1.weight, l1.bias, l2.weight, l2.bias }
+    local opt = optim.Adam(params, { lr = 0.05 })
+    if shard then for _, p in ipairs(params) do p:shard_(devs) end end
+    local function step(x, y)
+      local loss = ((l2(l1(x):relu()) - y) ^ 2):mean()
+      loss:backward()
+      opt:step(loss)
+      return loss
+    end
+    if jit then step = TinyJit(step) end
+    local losses = {}
+    for i, b in ipairs(batches) do
+      local x, y = b[1], b[2]
+      if shard then x, y = x:shard(devs, { axis = 0 }), y:shard(devs, { axis = 0 }) end
+      losses[i] = step(x, y):item()
+    end
+    local final = {}
+    for i, p in ipairs(params) do final[i] = p:to("CPU"):tolist() end
+    return losses, final
+  end
+  local want_losses, want = run(false, false)
+  for _, jit in ipairs({ false, true }) do
+    local losses, got = run(true, jit)
+    same(losses, want_losses, 1e-5)
+    same(got, want, 1e-5)
+  end
 end)
 
 test("elementwise ops, with numbers, plain and replicated tensors, run per piece", function()
