@@ -123,6 +123,11 @@ public:
   // Whether its buffers are plain host memory (the host CPU's C and LLVM devices): a kernel of one
   // such device may read another's buffer in place, so a copy between them is a kernel.
   virtual bool host_memory() const { return false; }
+  // Whether a program's run returns before the kernel has finished (CUDA queues it on a stream):
+  // copies to and from the host wait for the kernels before them, and so does synchronize().
+  virtual bool asynchronous() const { return false; }
+  // Returns once every kernel launched on the device has finished (an error in one surfaces here).
+  virtual void synchronize() {}
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

@@ -195,6 +195,8 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
   auto& gc = global_counters();
   int threads = settings().threads;
   std::vector<std::string> devs = concurrent_devices(items, threads);
+  // An asynchronous device's kernels are waited for one by one only where their times are shown.
+  bool wait = settings().debug >= 2 || !kernel_logs().empty();
   std::vector<double> seconds;
   if (!devs.empty()) {
     std::vector<const CompiledKernel*> cs;
@@ -214,7 +216,7 @@ std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
     } else {
       const CompiledKernel& c = compiled_for(item);
       info = &c.info;
-      s = devs.empty() ? run_program(c, item, threads) : seconds[i];
+      s = devs.empty() ? run_program(c, item, threads, 0, wait) : seconds[i];
     }
     runs.push_back({info, s});
     for (KernelLog* log : kernel_logs()) {

@@ -421,10 +421,19 @@ int device_host_memory_fn(lua_State* L) {
   return 1;
 }
 
+// Device.synchronize([name]): waits until the kernels queued on the device (default: DEFAULT) have
+// finished, as tinygrad's Device[d].synchronize(); a no-op where runs finish before they return.
+int device_synchronize_fn(lua_State* L) {
+  std::string name = luaL_optstring(L, 1, settings().device.c_str());
+  check_runnable(canonical_device(name)).synchronize();
+  return 0;
+}
+
 const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};
 const Binding kDeviceFns[] = {{"Device.names", device_names_fn},
                               {"Device.machine", device_machine_fn},
-                              {"Device.host_memory", device_host_memory_fn}};
+                              {"Device.host_memory", device_host_memory_fn},
+                              {"Device.synchronize", device_synchronize_fn}};
 const Binding kShowSetting[] = {{"show.setting", show_setting}};
 const Binding kDeviceIndex{"Device", device_index};
 const Binding kDeviceNewindex{"Device.DEFAULT", device_newindex};

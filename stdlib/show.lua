@@ -321,7 +321,9 @@ end
 function show.time(v)
   local k0, c0, t_k0 = GlobalCounters.kernel_count, GlobalCounters.kernels_compiled, GlobalCounters.time_sum_s
   local t0 = show.clock()
-  local res = table.pack(evaluate(v))
+  -- under a kernel log, each kernel is waited for (a GPU's queue), so the kernel times are its own
+  local res
+  show.kernel_log(function() res = table.pack(evaluate(v)) end)
   local s = show.clock() - t0
   print(("%.3f ms: %s (%d compiled), %.3f ms in kernels"):format(s * 1e3,
     plural(GlobalCounters.kernel_count - k0, "kernel"), GlobalCounters.kernels_compiled - c0,

@@ -245,9 +245,10 @@ public:
     for (size_t i = 0; i < 3 && i < l.global_size.size(); i++)
       g[i] = static_cast<unsigned>(l.global_size[i]), b[i] = static_cast<unsigned>(l.local_size[i]);
     d_.check(d_.set_current(d_.ctx), "using the context");
+    // Queued on the default stream, behind every kernel and copy before it: the engine waits only
+    // where it times a kernel or reads a result (CudaDevice::synchronize, copyout).
     d_.check(d_.launch(fn_, g[0], g[1], g[2], b[0], b[1], b[2], 0, nullptr, args.data(), nullptr),
              "launching a kernel");
-    d_.check(d_.synchronize(), "running a kernel");
   }
 
 private:
@@ -281,7 +282,20 @@ public:
     d.check(d.mem_alloc(&p, bytes), "allocating " + std::to_string(bytes) + " bytes");
     return reinterpret_cast<void*>(p);
   }
-  void free(void* p, size_t) override { driver().mem_free(reinterpret_cast<CUdeviceptr>(p)); }
+  void free(void* p, size_t) override { // called by destructors: never throws
+    const Driver& d = driver();
+    d.set_current(d.ctx);
+    d.synchronize(); // a queued kernel may still use it (its error, if any, surfaces at the next wait)
+    d.mem_free(reinterpret_cast<CUdeviceptr>(p));
+  }
+  bool asynchronous() const override { return true; }
+  void synchronize() override {
+    const Driver& d = driver();
+    d.check(d.set_current(d.ctx), "using the context");
+    d.check(d.synchronize(), "running a kernel");
+  }
+  // Both copies are ordered after the kernels queued before them (a copy from pageable host memory
+  // waits for the stream), so a result read back is final.
   void copyin(void* dst, const void* src, size_t n) override {
     if (n) driver().check(driver().htod(reinterpret_cast<CUdeviceptr>(dst), src, n), "copying to the GPU");
   }
@@ -364,6 +378,7 @@ std::optional<DeviceLimits> CudaDevice::measure_limits(int) {
   auto run_peak = [&] {
     copyin(iters.p, &n, 4);
     peak->run(pbufs, 3, launch);
+    synchronize();
   };
   for (double s = best_of(1, run_peak); s < 0.02 && n < (1 << 28); s = best_of(1, run_peak))
     n = static_cast<int32_t>(std::min(double(1 << 28), n * std::min(100.0, 0.025 / std::max(s, 1e-6))));
@@ -375,7 +390,10 @@ std::optional<DeviceLimits> CudaDevice::measure_limits(int) {
   auto triad = compile("mg_triad_probe", kTriadProbe);
   void* tbufs[] = {a.p, b.p, c.p};
   Launch tl{1, {len / 256}, {256}, 0};
-  auto run_triad = [&] { triad->run(tbufs, 3, tl); };
+  auto run_triad = [&] {
+    triad->run(tbufs, 3, tl);
+    synchronize();
+  };
   run_triad();
   limits.bytes = 12.0 * static_cast<double>(len) / best_of(5, run_triad);
   return limits;

@@ -221,7 +221,7 @@ std::unique_ptr<CompiledKernel> compile_kernel(const ScheduleItem& item, const C
   return c;
 }
 
-double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads, int lane) {
+double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads, int lane, bool wait) {
   std::vector<void*> ptrs;
   for (auto& b : item.bufs)
     ptrs.push_back(b->ptr());
@@ -246,6 +246,9 @@ double run_program(const CompiledKernel& c, const ScheduleItem& item, int thread
   auto t0 = std::chrono::steady_clock::now();
   Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size, lane};
   if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
+  Device& dev = get_device(item.bufs[0]->device);
+  if (dev.asynchronous() && !wait) return 0;
+  dev.synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -75,8 +75,10 @@ std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, c
                                             const std::optional<std::vector<Opt>>& opts, bool program,
                                             int64_t bytes = 0);
 
-// Runs a compiled kernel once on the item's buffers; returns the seconds it took.
-double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads, int lane = 0);
+// Runs a compiled kernel once on the item's buffers; returns the seconds it took. `wait`: on an
+// asynchronous device, until it has finished (else it is only queued, and 0 is returned).
+double run_program(const CompiledKernel& c, const ScheduleItem& item, int threads, int lane = 0,
+                   bool wait = true);
 
 // The linear program as a listing, one line per UOp: its number, the op (indented two spaces per
 // loop open, between RANGE and ENDRANGE), dtype, its sources by number, and its argument.

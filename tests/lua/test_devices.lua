@@ -46,9 +46,31 @@ test("a kernel reading tensors on two devices is an error naming both", function
   end
 end)
 
+test("Device.synchronize waits for the kernels queued on a device (CUDA queues them): a chain realized step by step reads back right", function()
+  for _, d in ipairs(names) do
+    if runs(d) then
+      local x = Tensor.arange(1000, { device = d }):cast("float32")
+      for _ = 1, 20 do x = (x * 0.5 + 1):realize() end -- each step reads the last one's buffer
+      Device.synchronize(d)
+      local want = {}
+      for i = 0, 999 do
+        local v = i
+        for _ = 1, 20 do v = v * 0.5 + 1 end
+        want[#want + 1] = v
+      end
+      same(x:to("CPU"):tolist(), want, 1e-5)
+      local log = show.kernel_log(function() (x + 1):realize() end) -- waited for: a real time
+      assert(#log == 1 and log[1].seconds > 0, d .. ": a logged kernel has a time")
+    end
+  end
+  Device.synchronize() -- the default device
+end)
+
 test("a device that cannot run, or does not exist, is a clear error", function()
   H.errors(function() return Tensor({ 1 }, { device = "NOPE" }) end, "unknown device 'NOPE'", "CPU")
+  H.errors(function() Device.synchronize("NOPE") end, "unknown device 'NOPE'")
   for n, reason in pairs(why) do
+    H.errors(function() Device.synchronize(n) end, n, "cannot run here")
     H.errors(function() return Tensor({ 1 }, { device = n }) end, n, "cannot run here")
     H.errors(function() Device.DEFAULT = n end, n, "cannot run here")
   end
