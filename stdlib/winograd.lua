@@ -71,9 +71,15 @@ local function variant(m, r)
 end
 local VARIANTS = { [3] = variant(4, 3), [5] = variant(2, 5) } -- by window size
 
+-- Whether t's device is the host CPU (CPU, LLVM): there the first pass of each pair stays lazy (the
+-- pair is one kernel) and the planes are laid out for the L1 (below). A GPU realizes each pass and
+-- keeps the plain layout: fused, the output gradient's transform ran as 16-thread work-groups (its
+-- 4 x 4 tiles), 6.7 ms of an H100's 15.9 ms MNIST step; a kernel a pass, the step took 8.7 ms.
+local function on_cpu(t) return Device.host_memory(t.device) end
+
 -- m applied along dim `ax` (0-based) of t: out[.., r, ..] = sum over k of m[r][k] * t[.., k, ..],
 -- each row a sum of its nonzero terms, the rows stacked in place of that dim; realized unless
--- `lazy` (the first of a pair). The heuristic upcasts a stacked dim whole.
+-- `lazy` (the first of a pair, on a CPU). The heuristic upcasts a stacked dim whole.
 local function apply(m, t, ax, lazy)
   local slices, shape = {}, t.shape -- t[.., k, ..] for each k, the dim kept (of size 1)
   for k = 1, #m[1] do
@@ -124,6 +130,7 @@ end
 -- after each row, 68 for 64, spread them: this transform and the forward matmul gained at 1
 -- thread, but U5's step at 2 threads went 49 -> 56 ms (medians of 6 in turns), so not kept.)
 local function realize_rows_outer(t)
+  if not on_cpu(t) then return t:contiguous() end
   local order, back = { 2, 0, 1 }, { 1, 2, 0 }
   for i = 3, t.ndim - 1 do order[#order + 1], back[#back + 1] = i, i end
   return t:permute(table.unpack(order)):contiguous():permute(table.unpack(back))
@@ -144,6 +151,7 @@ end
 --   ms, this transform 85 -> 37 ms, the step's kernels 612-623 -> 533-573 ms; on the Xeon (2 MiB
 --   16-way L2) the step's kernels 258-267 -> 253 ms.
 local function realize_padded_planes(t)
+  if not on_cpu(t) then return t:contiguous() end
   local planes, rows, n = t.shape[1] * t.shape[2], t.shape[3], t.shape[4]
   local row = t.dtype == "float64" and 8 or 4 -- a row's bytes
   for i = 4, t.ndim do row = row * t.shape[i] end
@@ -178,12 +186,12 @@ end
 local function input_transform(v, x, cover, th, tw)
   local n, cin = x.shape[1], x.shape[2]
   local d = x:pad(cover):_pool({ v.a, v.a }, { v.m, v.m }):permute(4, 5, 1, 0, 2, 3) -- (a, a, Cin, N, th, tw)
-  return realize_rows_outer(apply(v.BT, apply(v.BT, d, 0, true), 1, true)):reshape(v.a * v.a, cin, n * th * tw)
+  return realize_rows_outer(apply(v.BT, apply(v.BT, d, 0, on_cpu(x)), 1, true)):reshape(v.a * v.a, cin, n * th * tw)
 end
 
 -- V^T (a^2, Cout, Cin): the weights (Cout, Cin, r, r) in the transformed space, G w G^T
 local function weight_transform(v, w)
-  local vt = apply(v.G, apply(v.G, w:permute(2, 3, 0, 1), 0, true), 1) -- (a, a, Cout, Cin)
+  local vt = apply(v.G, apply(v.G, w:permute(2, 3, 0, 1), 0, on_cpu(w)), 1) -- (a, a, Cout, Cin)
   return vt:reshape(v.a * v.a, w.shape[1], w.shape[2])
 end
 
@@ -225,18 +233,18 @@ local function winograd_grad(v, pads)
     local oh, ow, th, tw = tiling(v, x, pads)
     -- the output's gradient in the transformed space: A g A^T for every tile
     local gp = g:pad({ { 0, 0 }, { 0, 0 }, { 0, m * th - oh }, { 0, m * tw - ow } }):reshape(n, cout, th, m, tw, m)
-    local dm = realize_padded_planes(apply(v.A, apply(v.A, gp:permute(3, 5, 1, 0, 2, 4), 0, true), 1, true))
+    local dm = realize_padded_planes(apply(v.A, apply(v.A, gp:permute(3, 5, 1, 0, 2, 4), 0, on_cpu(g)), 1, true))
     dm = dm:reshape(a * a, cout, n * th * tw)
     -- dU transposed, dM^T @ V^T: its B operand is V^T, a few KiB read from L1 by every tile, where
     -- dU = V @ dM streams dM's Cout rows, each a whole batch of tiles apart (the same cache
     -- sets): 2x slower (1 thread, the MNIST CNN's conv2)
     local du = dm:transpose(1, 2):matmul(vt):reshape(a, a, n, th, tw, cin)
     local dvt = dm:matmul(u:transpose(1, 2)):reshape(a, a, cout, cin)
-    local dw = apply(v.GT, apply(v.GT, dvt, 0, true), 1):permute(2, 3, 0, 1)
+    local dw = apply(v.GT, apply(v.GT, dvt, 0, on_cpu(g)), 1):permute(2, 3, 0, 1)
     -- each window's gradient, B dU B^T, stored (N, th, a, tw, a, Cin) as dU's rows run (channels
     -- innermost: writing (N, Cin, ...) scattered 32 streams of 6 floats) and viewed as
     -- (N, Cin, th, a, tw, a); then the windows added back where they overlap
-    local dd = apply(v.B, apply(v.B, du, 0, true):permute(2, 3, 0, 4, 1, 5), 4):permute(0, 5, 1, 2, 3, 4)
+    local dd = apply(v.B, apply(v.B, du, 0, on_cpu(g)):permute(2, 3, 0, 4, 1, 5), 4):permute(0, 5, 1, 2, 3, 4)
     local dx = overlap_add(v, dd):shrink({ { 0, n }, { 0, cin }, { pads[1], pads[1] + x.shape[3] },
       { pads[3], pads[3] + x.shape[4] } })
     return dx, dw
@@ -276,7 +284,7 @@ function W.conv2d(x, w, pads)
   mm = mm:reshape(cout, v.a, v.a, n, th, tw):permute(1, 2, 0, 3, 4, 5)
   -- A^T M A, each m x m tile written in place, stored (Cout, N, th, m, tw, m) in M's order (read
   -- in (N, Cout) order, M's rows were 9 KiB apart: 1.3x slower) and viewed as (N, Cout, H, W)
-  local y = apply(v.AT, apply(v.AT, mm, 0, true):permute(2, 3, 4, 0, 5, 1), 5)
+  local y = apply(v.AT, apply(v.AT, mm, 0, on_cpu(x)):permute(2, 3, 4, 0, 5, 1), 5)
   y = y:reshape(cout, n, m * th, m * tw):permute(1, 0, 2, 3):shrink({ { 0, n }, { 0, cout }, { 0, oh }, { 0, ow } })
   if T.no_grad then return y end
   return T._custom_grad(y, { x, w, u, vt }, winograd_grad(v, pads))

@@ -68,7 +68,7 @@ test("float32: within 1e-5 of the largest value (the transforms' rounding)", fun
   end
 end)
 
-test("which convolutions take the path: 3x3 or 5x5, stride 1, one group, 16+ channels, float32/64", function()
+H.cpu_test("which convolutions take the path: 3x3 or 5x5, stride 1, one group, 16+ channels, float32/64", function()
   local x, w = Tensor.randn(1, 16, 8, 8), Tensor.randn(16, 16, 3, 3)
   -- the transforms: 6x6 tiles of 36 planes, both dims upcast
   local function winograd(t) return schedule_names(t):find("E_1_6_1_6_", 1, true) ~= nil end
@@ -87,7 +87,7 @@ test("which convolutions take the path: 3x3 or 5x5, stride 1, one group, 16+ cha
   assert(show.setting("WINO") == 1, "WINO is on by default")
 end)
 
-test("a stack of six pieces is upcast whole along the stacked dim, values against Lua", function()
+H.cpu_test("a stack of six pieces is upcast whole along the stacked dim, values against Lua", function()
   local a = Tensor.randn(5, 16):realize()
   local st = Tensor.stack({ a + 1, a * 2, a - 3, a * a, a / 2, -a }, 0)
   local items = st:schedule()
@@ -131,7 +131,7 @@ H.cpu_test("a row of 4-6 tiles: the output transform's row loop is vectorized, v
   end
 end)
 
-test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
+H.cpu_test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
   -- 3 rows of 6 pieces each way, the first stack left unrealized (both transform passes in one kernel)
   local t = Tensor.randn(6, 6, 8, 16):realize()
   local m = { { 1, 1, 1, 0, 0, 0 }, { 0, 1, -1, 2, 0, 0 }, { 0, 1, 1, 4, 0, 1 } }
@@ -193,7 +193,7 @@ end)
 -- an 8-way one (32 KiB) does not: there each row gets an image (16 tiles) more too. Each L1 in a
 -- process of its own (MG_L1D_KB), the transform's shape and the gradients against the direct
 -- convolution.
-test("the output gradient's planes are padded apart by the L1's ways, values as the direct conv", function()
+H.cpu_test("the output gradient's planes are padded apart by the L1's ways, values as the direct conv", function()
   local script = os.tmpname()
   local f = assert(io.open(script, "w"))
   f:write([[
@@ -226,6 +226,37 @@ print(names:match("E_1_6_1_6_%d+_%d+_4_4") or "none", err)
     assert(tonumber(err) and tonumber(err) < 1e-5, ("L1 of %d KiB: gradients off by %s of the largest"):format(c[1], err))
   end
   os.remove(script)
+end)
+
+test("on a GPU device (CL where it runs) each pass of a transform is a kernel, stored plainly; values as the CPU's", function()
+  local _, why = Device.names()
+  if why.CL then
+    print("skipped: CL cannot run here: " .. why.CL)
+    return
+  end
+  Tensor.manual_seed(5)
+  local x, w = Tensor.randn(2, 32, 12, 12):realize(), Tensor.randn(16, 32, 5, 5):realize()
+  local gy = Tensor.randn(2, 16, 8, 8):realize()
+  local function grads(dev)
+    local xi, wi = x:to(dev):realize():requires_grad_(), w:to(dev):realize():requires_grad_()
+    local g
+    local log = show.kernel_log(function()
+      g = (xi:conv2d(wi) * gy:to(dev)):sum():gradient(xi, wi)
+      Tensor.realize_all(g)
+    end)
+    local shapes = {}
+    for _, k in ipairs(log) do shapes[table.concat(k.shape, "x")] = true end
+    return g, shapes
+  end
+  local want = grads("CPU")
+  local got, shapes = grads("CL")
+  -- the output gradient's tiles (2 x 2, 16 channels, 2 images of 4 x 4 tiles): A along one dim,
+  -- then the other, each stored as (a, .., Cout, N, th, tw) with nothing padded
+  assert(shapes["6x2x16x2x4x4"] and shapes["6x6x16x2x4x4"], "the two passes of A g A^T as kernels of their own")
+  for i, what in ipairs({ "input gradient", "weight gradient" }) do
+    local err = max_abs(got[i]:to("CPU") - want[i]) / max_abs(want[i])
+    assert(err < 1e-5, ("%s differs by %.3g of its largest value"):format(what, err))
+  end
 end)
 
 test("training through it: a 3x3 conv net's loss falls as with the direct convolution", function()
