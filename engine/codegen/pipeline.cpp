@@ -199,6 +199,7 @@ std::unique_ptr<CompiledKernel> compile_for(const UOpRef& ast, Device& device, c
                                             int64_t bytes) {
   auto c = std::make_unique<CompiledKernel>();
   c->ast = ast;
+  c->device = &device;
   lower_stages(*c, opts, device.target(), o.noopt);                         // opts .. linear
   c->info = describe(c->k, device.name(), bytes, o.threads);                // launch, estimate
   c->info.src = device.render(c->info.name, c->k.linear, c->info.parallel); // source
@@ -246,9 +247,8 @@ double run_program(const CompiledKernel& c, const ScheduleItem& item, int thread
   auto t0 = std::chrono::steady_clock::now();
   Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size, lane};
   if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
-  Device& dev = get_device(item.bufs[0]->device);
-  if (dev.asynchronous() && !wait) return 0;
-  dev.synchronize();
+  if (c.device->asynchronous() && !wait) return 0;
+  c.device->synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -51,6 +51,7 @@ struct CompiledKernel {
   std::vector<std::string> passes; // the rewrite passes of the lowering, and the rules that fired
   std::vector<RewriteStep> steps;
   std::unique_ptr<Program> program;
+  Device* device = nullptr; // what it was built for (devices live as long as the process)
 };
 
 // One stage of a kernel's compile: its name, what it is, and its text.
