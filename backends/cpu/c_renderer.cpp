@@ -165,6 +165,7 @@ const Dialect& c_dialect() {
     d.math = fcall;
     d.reassociate = true;
     d.vector_loop = "#pragma clang loop vectorize(enable)";
+    d.tile_loop = "#pragma clang loop unroll(disable)";
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
       const std::vector<UOpRef>& linear = *k.linear;

@@ -126,9 +126,10 @@ Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount);
 void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op) or
-// to how its kernels compile (7: AVX-512 tiles at 512 bits) must not reuse choices made before.
+// to how its kernels compile (7: AVX-512 tiles at 512 bits; 9: a tile's reduce loop not unrolled
+// again by clang) must not reuse choices made before.
 constexpr const char* kOptsVersion =
-    "opts 8 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK VECTORIZE)";
+    "opts 9 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK VECTORIZE)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;
