@@ -78,6 +78,7 @@ struct LRender {
   std::map<std::string, std::string> patches; // token -> the block a loop's back edge comes from
   const UOp* par = nullptr;
   bool vector_loop = false;             // a loop VECTORIZE marks: its back edge carries metadata !0
+  std::unordered_set<const UOp*> tiles; // tile loops (linearize.h): their back edges carry !2
   std::map<std::string, bool> declared; // intrinsics used
   // Index arithmetic, which never overflows (the lowerer picks int64 where int32 could): marked
   // nsw, as C's signed arithmetic is, so LLVM sees consecutive addresses through the sign extension
@@ -425,7 +426,7 @@ void render_endrange(LRender& r, const UOpRef& u) {
   r.line("%next" + id + " = add nsw " + t + " " + L.counter + ", 1");
   bool vector = rng->varg()[1] == kVector;
   r.vector_loop |= vector;
-  r.line("br label %" + L.head + (vector ? ", !llvm.loop !0" : ""));
+  r.line("br label %" + L.head + (vector ? ", !llvm.loop !0" : r.tiles.count(rng) ? ", !llvm.loop !2" : ""));
   r.patches[L.next_token] = r.block;
   r.label(L.exit);
 }
@@ -435,6 +436,7 @@ void render_endrange(LRender& r, const UOpRef& u) {
 std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear, bool parallel) {
   LRender r;
   r.par = parallel ? parallel_loop(linear) : nullptr;
+  r.tiles = tile_loops(linear);
   int64_t buffers = 0;
   for (auto& u : linear) {
     r.refs[u.get()] = u;
@@ -522,6 +524,8 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
      << (bits ? " \"prefer-vector-width\"=\"" + std::to_string(bits) + "\"" : std::string()) << " }\n";
   // what clang's `#pragma clang loop vectorize(enable)` becomes
   if (r.vector_loop) os << "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.vectorize.enable\", i1 true}\n";
+  // and `#pragma clang loop unroll(disable)`
+  if (!r.tiles.empty()) os << "!2 = distinct !{!2, !3}\n!3 = !{!\"llvm.loop.unroll.disable\"}\n";
   return os.str();
 }
 

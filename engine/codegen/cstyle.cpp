@@ -7,7 +7,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "engine/codegen/linearize.h"
 #include "engine/codegen/opts.h"
@@ -142,7 +141,7 @@ struct CRender {
   const UOp* par = nullptr; // the loop split across cores, if any
   bool par_nested = false;  // whether it has loops inside
   bool one_acc = false;     // the kernel has a single accumulator
-  std::unordered_set<const UOp*> tile_loops;
+  std::unordered_set<const UOp*> tile_loops; // linearize.h
 
   std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
   void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
@@ -310,27 +309,6 @@ const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
       {Ops::ASSIGN, render_assign},
   };
   return rules;
-}
-
-// Reduce loops whose body updates a tile of accumulators (16 or more) and that run 16 times or more:
-// the optimizer unrolled their bodies already. Unrolled once more, by clang, a 1024 matmul's 4x16
-// tile loop (8 of K an iteration) spilled 48 vector registers an iteration, against 8 when left
-// as written: 32 -> 28 ms at 1 thread on a Zen 3 (AVX2), where OpenBLAS takes 32. A plain sum
-// (one accumulator, or a vector of them) gains from clang's unrolling and keeps it.
-std::unordered_set<const UOp*> tile_loops(const std::vector<UOpRef>& linear) {
-  std::unordered_set<const UOp*> tiles;
-  std::vector<std::pair<const UOp*, int>> open; // loops open here, with their updates so far
-  for (auto& u : linear) {
-    if (u->op == Ops::RANGE) open.push_back({u.get(), 0});
-    if (u->op == Ops::ASSIGN && !open.empty()) open.back().second++;
-    if (u->op != Ops::ENDRANGE || open.empty()) continue;
-    auto [loop, updates] = open.back();
-    open.pop_back();
-    const UOp& n = *loop->src[0];
-    if (loop->varg()[1] == kReduce && updates >= 16 && n.op == Ops::CONST && n.const_value() >= 16)
-      tiles.insert(loop);
-  }
-  return tiles;
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // The last codegen step: a simplified SINK becomes a flat list of UOps the renderers walk.
 #pragma once
+#include <unordered_set>
 #include <vector>
 
 #include "engine/uop.h"
@@ -13,5 +14,10 @@ std::vector<UOpRef> linearize(const UOpRef& sink);
 // The outermost loop if its iterations can run on different cores: a loop over outputs that
 // encloses every store. nullptr if there is none (a full reduction stores once, outside loops).
 const UOp* parallel_loop(const std::vector<UOpRef>& linear);
+
+// Reduce loops whose body updates a tile of accumulators (16 or more) and that run 16 times or
+// more: the renderers ask the compiler not to unroll them again (clang's loop pragma, LLVM's loop
+// metadata).
+std::unordered_set<const UOp*> tile_loops(const std::vector<UOpRef>& linear);
 
 } // namespace mg
