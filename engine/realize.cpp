@@ -188,6 +188,9 @@ void run_host_step(std::shared_ptr<const HostStep> step, std::vector<std::shared
   item.reason = boundary::host_step;
   item.host = std::move(step);
   run_schedule({item});
+  // it wrote bufs[0] in place (an all-reduce's result, a broadcast): values cached before may
+  // have read it, as after any in-place write (schedule.cpp)
+  UOp::mutation_epoch()++;
 }
 
 std::vector<KernelRun> run_schedule(const std::vector<ScheduleItem>& items) {
