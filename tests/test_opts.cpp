@@ -385,6 +385,47 @@ TEST_CASE("VECTORIZE tells the compiler to vectorize the innermost loop, and not
                     Catch::Contains("runs inside it"));
 }
 
+TEST_CASE("a reduce loop that updates a tile is left as written by the compiler, values unchanged") {
+  const int64_t m = 16, k = 256, n = 32; // small enough that B is not packed
+  std::vector<double> a(m * k), b(k * n);
+  std::mt19937 rng(11);
+  for (auto* v : {&a, &b})
+    for (auto& x : *v)
+      x = static_cast<double>(rng() % 200) / 100 - 1;
+  std::vector<float> want(m * n, 0.0f);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t r = 0; r < k; r++)
+        acc += a[i * k + r] * b[r * n + j];
+      want[i * n + j] = static_cast<float>(acc);
+    }
+  // a 4x16 tile (64 accumulators) over 32 iterations of 8; a 2x16 tile over 8 iterations of 32;
+  // no tile (the reduce's lanes: 8 accumulators)
+  std::vector<Opt> tile{{OptOp::UPCAST, 1, 16}, {OptOp::UPCAST, 0, 4}, {OptOp::UNROLL, 0, 8}},
+      short_loop{{OptOp::UPCAST, 1, 16}, {OptOp::UPCAST, 0, 2}, {OptOp::UNROLL, 0, 32}},
+      lanes{{OptOp::UNROLL, 0, 8}};
+  for (std::string dev : {"CPU", "LLVM"})
+    for (auto* opts : {&tile, &short_loop, &lanes}) {
+      INFO(dev << ", " << (opts == &tile ? "tile" : opts == &short_loop ? "short loop" : "lanes"));
+      Tensor ta = Tensor::from_data(a, {m, k}, DType::Float32, dev);
+      Tensor tb = Tensor::from_data(b, {k, n}, DType::Float32, dev);
+      auto items = ta.matmul(tb).schedule();
+      REQUIRE(items.size() == 1);
+      KernelInfo info;
+      try_opts(items.back(), *opts, 1, info);
+      Buffer& out = *items.back().bufs[0];
+      std::vector<float> got(out.size);
+      out.copyout(got.data());
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); i++)
+        REQUIRE(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-5));
+      bool marked = info.src.find(dev == "CPU" ? "#pragma clang loop unroll(disable)"
+                                               : "llvm.loop.unroll.disable") != std::string::npos;
+      CHECK(marked == (opts == &tile));
+    }
+}
+
 TEST_CASE("the hand-coded opts are a list that replays to the same kernel") {
   for (auto& c : cases()) {
     INFO(c.name);

@@ -54,7 +54,7 @@ struct Dialect {
   bool shared_in_body = true; // false: the header declares them (GLSL: at global scope)
   bool reassociate = false;   // a lone float sum may add in any order (clang's pragma)
   std::string vector_loop;    // the line before a loop VECTORIZE marks (clang's loop pragma)
-  std::string tile_loop;      // the line before a reduce loop that updates a tile (cstyle.cpp)
+  std::string tile_loop;      // the line before a tile loop (linearize.h, tile_loops)
   // float16 values live in float: every result is rounded back to half (cast), as half arithmetic
   // would round it
   bool half_in_float = false;

@@ -274,10 +274,10 @@ const UOp* parallel_loop(const std::vector<UOpRef>& linear) {
   return outer;
 }
 
-// The optimizer unrolled these loops' bodies already. Unrolled once more, by clang, a 1024 matmul's 4x16
-// tile loop (8 of K an iteration) spilled 48 vector registers an iteration, against 8 when left
-// as written: 32 -> 28 ms at 1 thread on a Zen 3 (AVX2), where OpenBLAS takes 32. A plain sum
-// (one accumulator, or a vector of them) gains from clang's unrolling and keeps it.
+// The optimizer unrolled these loops' bodies already. Unrolled once more, by clang, a 1024
+// matmul's 4x16 tile loop (8 of K an iteration) spilled 48 vector registers an iteration, against
+// 8 when left as written: 32 -> 28 ms at 1 thread on a Zen 3 (AVX2), where OpenBLAS takes 32. A
+// plain sum (one accumulator, or a vector of them) gains from clang's unrolling and keeps it.
 std::unordered_set<const UOp*> tile_loops(const std::vector<UOpRef>& linear) {
   std::unordered_set<const UOp*> tiles;
   std::vector<std::pair<const UOp*, int>> open; // loops open here, with their updates so far
