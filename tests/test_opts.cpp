@@ -20,13 +20,14 @@ using namespace mg;
 
 namespace {
 
-// The values the last kernel of t's schedule writes with `opts` (earlier kernels run first).
-std::vector<float> run_last(const Tensor& t, const std::vector<Opt>& opts) {
+// The values the last kernel of t's schedule writes with `opts` (earlier kernels run first);
+// `info`, if given, gets that kernel's (its source).
+std::vector<float> run_last(const Tensor& t, const std::vector<Opt>& opts, KernelInfo* info = nullptr) {
   auto items = t.schedule();
   REQUIRE(!items.empty());
   run_schedule({items.begin(), items.end() - 1});
-  KernelInfo info;
-  try_opts(items.back(), opts, 1, info);
+  KernelInfo own;
+  try_opts(items.back(), opts, 1, info ? *info : own);
   Buffer& out = *items.back().bufs[0];
   std::vector<float> v(out.size);
   out.copyout(v.data());
@@ -356,13 +357,8 @@ TEST_CASE("VECTORIZE tells the compiler to vectorize the innermost loop, and not
       settings().threads = cores;
       for (auto* opts : {&vec, &none}) {
         INFO(dev << " at " << cores << " cores, " << (opts == &vec ? "vectorized" : "no opts"));
-        auto items = made_on(dev).schedule();
-        run_schedule({items.begin(), items.end() - 1});
         KernelInfo info;
-        try_opts(items.back(), *opts, 1, info);
-        Buffer& out = *items.back().bufs[0];
-        std::vector<float> got(out.size);
-        out.copyout(got.data());
+        std::vector<float> got = run_last(made_on(dev), *opts, &info);
         REQUIRE(got.size() == want.size());
         for (size_t i = 0; i < want.size(); i++) // x*x+x may be one fused multiply-add
           REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6).margin(1e-6));
@@ -410,13 +406,9 @@ TEST_CASE("a reduce loop that updates a tile is left as written by the compiler,
       INFO(dev << ", " << (opts == &tile ? "tile" : opts == &short_loop ? "short loop" : "lanes"));
       Tensor ta = Tensor::from_data(a, {m, k}, DType::Float32, dev);
       Tensor tb = Tensor::from_data(b, {k, n}, DType::Float32, dev);
-      auto items = ta.matmul(tb).schedule();
-      REQUIRE(items.size() == 1);
+      REQUIRE(ta.matmul(tb).schedule().size() == 1);
       KernelInfo info;
-      try_opts(items.back(), *opts, 1, info);
-      Buffer& out = *items.back().bufs[0];
-      std::vector<float> got(out.size);
-      out.copyout(got.data());
+      std::vector<float> got = run_last(ta.matmul(tb), *opts, &info);
       REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < want.size(); i++)
         REQUIRE(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-5));
