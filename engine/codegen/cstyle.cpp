@@ -141,7 +141,7 @@ struct CRender {
   const UOp* par = nullptr; // the loop split across cores, if any
   bool par_nested = false;  // whether it has loops inside
   bool one_acc = false;     // the kernel has a single accumulator
-  std::unordered_set<const UOp*> tile_loops; // linearize.h
+  std::unordered_set<const UOp*> tiles; // tile loops (linearize.h)
 
   std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
   void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
@@ -180,7 +180,7 @@ void render_range(CRender& r, const UOpRef& u) {
   bool skip = u.get() == r.par && r.par_nested;
   if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
   if (kind == kVector && !r.dl.vector_loop.empty()) r.line(r.dl.vector_loop);
-  if (r.tile_loops.count(u.get()) && !r.dl.tile_loop.empty()) r.line(r.dl.tile_loop);
+  if (r.tiles.count(u.get()) && !r.dl.tile_loop.empty()) r.line(r.dl.tile_loop);
   r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
   if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
   r.ind++;
@@ -333,7 +333,7 @@ std::string render_cstyle(const Dialect& dl, const std::string& fn, const std::v
     }
   }
   r.par = parallel ? parallel_loop(linear) : nullptr;
-  r.tile_loops = tile_loops(linear);
+  r.tiles = tile_loops(linear);
   r.one_acc = std::count_if(linear.begin(), linear.end(),
                             [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) == 1;
   r.par_nested =
