@@ -104,6 +104,11 @@ if "B2" in t1:
   print(f"{'OpenBLAS sgemm 1024 via numpy (ceiling)':42} {t1['B2'][0]:.2f} GFLOPS at 1 thread, {tn['B2'][0]:.2f} at all cores")
   for k, label in (("U6", "default opts"), ("H6", "default opts, in turns with BEAM's"), ("V6", "BEAM=2")):
     if k in mg1: print(f"matmul 1024, {label}, against OpenBLAS: {mg1[k][0] / t1['B2'][0]:.2f}x at 1 thread, {mgn[k][0] / tn['B2'][0]:.2f}x at all cores")
+if "R6" in mg1 and "R6" in mgn:
+  print(f"matmul 1024 against OpenBLAS in turns, one process (mgbench): {mg1['R6'][0]:.2f}x at 1 thread "
+        f"({mg1['P6'][0]:.1f} vs {mg1['Q6'][0]:.1f} GFLOPS), {mgn['R6'][0]:.2f}x at all cores "
+        f"({mgn['P6'][0]:.1f} vs {mgn['Q6'][0]:.1f}); all cores over 1 thread: moongrad "
+        f"{mgn['P6'][0] / mg1['P6'][0]:.2f}x, OpenBLAS {mgn['Q6'][0] / mg1['Q6'][0]:.2f}x")
 for w in "567":
   if "V" + w in mg1 and "H" + w in mg1:
     r = [(m["V" + w][0] / m["H" + w][0]) if m["V" + w][1] in higher else (m["H" + w][0] / m["V" + w][0]) for m in (mg1, mgn)]
