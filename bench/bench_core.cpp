@@ -28,12 +28,16 @@ using clk = std::chrono::steady_clock;
 static double secs(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
 static Tensor S(const Tensor& t, double v) { return Tensor::from_scalar({v, DType::Float32}, t); }
 
-template <class F> static double best_of(int n, F f) {
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F> static double best_of(int n, F f) { // the median of n runs
   std::vector<double> t;
   for (int i = 0; i < n; i++)
     t.push_back(f());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2]; // median
+  return median(std::move(t));
 }
 
 static double triad(int64_t n, int threads) {
@@ -100,10 +104,6 @@ static void matmul_in_turns() {
     q.push_back(theirs());
     ratio.push_back(q.back() / p.back());
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   double flop = 2.0 * n * n * n * 1e-9;
   std::printf("P6 %.2f GFLOPS\nQ6 %.2f GFLOPS\nR6 %.3f x\n", flop / median(p), flop / median(q),
               median(ratio));

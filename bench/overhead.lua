@@ -55,7 +55,9 @@ end, function(img)
 end)
 
 local ok, ocr = pcall(dofile, (arg[0]:match("^(.*/)") or "") .. "../scripts/ocr_pipeline.lua")
-if not ok or not io.open(ocr.models.det) then return print("(PaddleOCR's models are not installed: ./setup.sh)") end
+local f = ok and io.open(ocr.models.det)
+if not f then return print("(PaddleOCR's models are not installed: ./setup.sh)") end
+f:close()
 for _, kind in ipairs({ "det", "rec" }) do
   local m = onnx.load(ocr.models[kind])
   local shape = kind == "det" and { 1, 3, 320, 320 } or { 1, 3, 48, 320 }
