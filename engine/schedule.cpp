@@ -28,7 +28,7 @@ bool any_cached(const UOp* root) {
 }
 } // namespace
 
-UOpRef resolve_realized(const UOpRef& root) {
+UOpRef resolve_realized(const UOpRef& root, std::vector<std::pair<UOpRef, UOpRef>>* rebuilt) {
   if (auto r = root->cached()) return r;
   if (!any_cached(root.get())) return root; // the usual case: nothing to replace, nothing rebuilt
   // A walk that stops at each realized node: what lies below it (a REALIZED node's graph, kept
@@ -51,7 +51,10 @@ UOpRef resolve_realized(const UOpRef& root) {
       continue;
     }
     UOpRef x = with_sources(u, done);
-    if (auto r = x->cached()) x = r; // rebuilt into a node an earlier realize computed
+    if (auto r = x->cached())
+      x = r; // rebuilt into a node an earlier realize computed
+    else if (rebuilt && x != u)
+      rebuilt->push_back({u, x});
     done.emplace(u.get(), std::move(x));
     stack.pop_back();
   }
@@ -559,7 +562,9 @@ UOpRef Scheduler::realize(const UOpRef& u, const char* why) {
   if (kb.symbolic) std::tie(ast, vars) = unbind(ast);
   items.push_back({ast, kb.bufs, why, std::move(vars), {}});
   if (region) { // written in place: from now on the node is that region
-    written_in_place.push_back(target);
+    // A buffer never allocated holds nothing a cached value could have read (Tensor.empty that
+    // a layout is assigned into, winograd.lua's store_padded): its first write is no mutation.
+    if (target->allocated()) written_in_place.push_back(target);
     done[u.get()] = u->src[2];
     if (commit) u->pin_cached(u->src[2]);
     return u->src[2];
@@ -786,21 +791,33 @@ std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs, std::
   // the graphs as schedule() resolves them; an output realized before is copied there (a fresh
   // node each time), which the cache leaves to it
   std::vector<UOpRef> resolved;
+  std::vector<std::pair<UOpRef, UOpRef>> rebuilt;
   for (const UOpRef& o : outs) {
     if (!is_buffer_view(o.get()) && !assign_target(o.get()) && o->cached()) {
       resolved.clear();
       break;
     }
-    resolved.push_back(resolve_realized(o));
+    resolved.push_back(resolve_realized(o, &rebuilt));
   }
+  // The values land on the rebuilt nodes, which live only as long as this graph: the nodes they
+  // were rebuilt from keep them for the next graph that shares those (a loss realized after its
+  // gradients, above a Winograd transform assigned into a padded buffer).
+  auto keep_on_originals = [&] {
+    for (auto& [from, to] : rebuilt)
+      if (auto v = to->cached(); v && !from->cached()) from->set_cached(v);
+  };
   GraphKey key = settings().scache && resolved.size() == outs.size() ? graph_key(resolved, why) : GraphKey{};
   std::vector<ScheduleItem> items;
-  if (key.cacheable && replay_schedule(key, outs, views, items)) return items;
+  if (key.cacheable && replay_schedule(key, outs, views, items)) {
+    keep_on_originals();
+    return items;
+  }
   std::vector<UOpRef> own_views;
   if (!views) views = &own_views; // the cache keeps them
   uint64_t epoch = UOp::mutation_epoch();
   items = schedule(outs, true, views, why, resolved.size() == outs.size() ? &resolved : nullptr);
   if (key.cacheable) remember_schedule(key, outs, views, items, UOp::mutation_epoch() != epoch);
+  keep_on_originals();
   return items;
 }
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs) {

@@ -63,7 +63,8 @@ std::vector<ScheduleItem> create_schedule(const std::vector<UOpRef>& outs,
 // Same, but records nothing: for printing what a realize would do.
 std::vector<ScheduleItem> preview_schedule(const std::vector<UOpRef>& outs);
 
-// Rewrites a graph so realized nodes become their buffer views.
-UOpRef resolve_realized(const UOpRef& u);
+// Rewrites a graph so realized nodes become their buffer views. Each node rebuilt over them (and
+// not realized itself) goes into `rebuilt` as (node, rebuilt node), where given.
+UOpRef resolve_realized(const UOpRef& u, std::vector<std::pair<UOpRef, UOpRef>>* rebuilt = nullptr);
 
 } // namespace mg

@@ -112,6 +112,7 @@ GraphKey graph_key(const std::vector<UOpRef>& resolved, const char* why) {
     sig.push_back(b->size);
     sig.push_back(static_cast<uint64_t>(b->dtype));
     sig.push_back(hash_str(b->device));
+    sig.push_back(b->allocated()); // a first write to it starts no new epoch (schedule.cpp)
   };
   for (const UOpRef& root : resolved) {
     std::vector<std::pair<const UOp*, size_t>> stack;

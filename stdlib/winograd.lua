@@ -120,23 +120,59 @@ local function crowding(count, stride)
   return most
 end
 
--- Both helpers realize t (a, a, rows, ...), a transformed tensor whose a^2 planes are read or
--- written together, a tile from or to each. Stored as it is, its planes are rows * tiles apart
--- (576 KiB for U5's 64 rows of 2304 tiles): a multiple of 2 KiB, the same cache sets, so the
--- planes evict each other. Measured on the Xeon, 1 thread, U5:
+-- t stored with `extra[i]` more elements at the end of each dim i, and viewed back at its own
+-- shape: the kernel writes only t's elements (assigned into the view of a larger buffer), with
+-- the strides of the padded layout. t:pad():contiguous() wrote the padding too, through masks on
+-- every load: U5's output-gradient transform ran 42.8 M instructions that way, 21.7 M this way
+-- (callgrind).
+local function store_padded(t, extra)
+  local shape, keep, any = {}, {}, false
+  for i, s in ipairs(t.shape) do
+    shape[i], keep[i] = s + (extra[i] or 0), { 0, s }
+    any = any or shape[i] ~= s
+  end
+  if not any then return t:contiguous() end
+  local view = T.empty(shape, { dtype = t.dtype, device = t.device }):shrink(keep)
+  view:assign(t)
+  return view
+end
+
+-- How many images of padding to add after each row of `images` images of `image` bytes, so that
+-- `planes` streams a row apart leave two ways of each L1 set free (or crowd it least).
+local function images_to_add(planes, images, image)
+  local ways, best, least = select(2, Device.machine()).l1d // 4096, 0, nil
+  for add = 0, 2 do
+    local crowd = crowding(planes, (images + add) * image)
+    if not least or crowd < least then best, least = add, crowd end
+    if crowd <= ways - 2 then break end
+  end
+  return best
+end
+
+-- Both helpers realize t (a, a, rows, N, ...), a transformed tensor whose a^2 planes are read
+-- or written together, a tile from or to each. Stored as it is, its planes are rows * tiles
+-- apart (576 KiB for U5's 64 rows of 2304 tiles): a multiple of 2 KiB, the same cache sets, so
+-- the planes evict each other. Measured on the Xeon, 1 thread, U5:
 -- stored rows-outer, (rows, a, a, ...) in memory and viewed back: the planes a row apart (9 KiB).
 -- The input transform: 2.6 -> 1.6 ms; the output gradient's: 4.2 -> 2.5 ms.
--- (On a Zen 3, 9 of U5's 36 planes still share each of 4 sets of its 8-way L1. Images of zeros
--- after each row, 68 for 64, spread them: this transform and the forward matmul gained at 1
--- thread, but U5's step at 2 threads went 49 -> 56 ms (medians of 6 in turns), so not kept.)
+-- On a Zen 3 (8 ways) 9 of U5's 36 planes still shared each of 4 sets, and every one of the
+-- transform's 2.65 M stores missed L1 (callgrind's cache model, 32 KiB 8-way); with an image of
+-- padding after each row (2340 tiles for 2304), 169 k did, one a line. Zen 3, 1 thread, each
+-- kernel's best of 30 steps, 3 runs in turns: the transform 4.4-4.7 -> 2.5-3.0 ms, the forward
+-- matmul that reads it 8.2-9.1 -> 7.1-7.6. (The MNIST CNN's rows are 32 KiB, all 36 planes in
+-- one set, yet its transform did not gain: 10.0-10.5 -> 11.1 ms alone, its step within noise.)
 local function realize_rows_outer(t)
   if not on_cpu(t) then return t:contiguous() end
   local order, back = { 2, 0, 1 }, { 1, 2, 0 }
   for i = 3, t.ndim - 1 do order[#order + 1], back[#back + 1] = i, i end
-  return t:permute(table.unpack(order)):contiguous():permute(table.unpack(back))
+  local p = t:permute(table.unpack(order)) -- (rows, a, a, N, ...)
+  local image = p.dtype == "float64" and 8 or 4
+  for i = 5, p.ndim do image = image * p.shape[i] end
+  local extra = { 0, 0, 0, images_to_add(p.shape[2] * p.shape[3], p.shape[4], image) }
+  return store_padded(p, extra):permute(table.unpack(back))
 end
 
--- Stored as it is, with zeros after each plane (left out of the view) where its a^2 planes would
+-- Stored as it is, with padding after each plane (left out of the view) where its a^2 planes would
 -- crowd one set of the L1: one more row, and where that is not enough one more image in each row
 -- as well, whichever first leaves two ways of each set free.
 -- - The rows of U5's output gradient are 9 KiB (2304 tiles): its 36 planes of 64 rows all share
@@ -163,11 +199,7 @@ local function realize_padded_planes(t)
     if not least or crowd < least then choice, least = c, crowd end
     if crowd <= ways - 2 then break end
   end
-  local pad, keep = {}, {}
-  for i, s in ipairs(t.shape) do pad[i], keep[i] = { 0, 0 }, { 0, s } end
-  pad[3], pad[4] = { 0, choice[1] }, { 0, choice[2] }
-  if choice[1] == 0 and choice[2] == 0 then return t:contiguous() end
-  return t:pad(pad):contiguous():shrink(keep)
+  return store_padded(t, { 0, 0, choice[1], choice[2] })
 end
 
 local function ceildiv(a, b) return -((-a) // b) end

@@ -324,4 +324,28 @@ test("a replayed schedule with assigns writes each step's new values (SCACHE)", 
   assert(GlobalCounters.schedules_cached - c0 >= 2, "steps 2 to 4 should replay step 1's schedule")
 end)
 
+test("an assign into a never-written buffer keeps cached values; into a written one it does not", function()
+  -- The first write to a Tensor.empty buffer (winograd.lua's padded layouts) cannot make a value
+  -- computed earlier stale, so values stay cached; a later write to the same buffer can (the
+  -- schedule cache keys the two apart), and what reads the buffer sees each write. c, a sum with
+  -- a kernel of its own in d's realize, is read from its buffer while cached, else from x again.
+  local x = Tensor.arange(12):float():reshape(3, 4):realize()
+  local x_buf = (x - 7):schedule()[1].bufs[2]
+  local c = (x * 3):sum(1, true)
+  local _ = (c + x):realize()
+  local buf = Tensor.empty(3, 6)
+  for step = 1, 3 do
+    local v = buf:shrink({ { 0, 3 }, { 0, 4 } })
+    v:assign(x + step)
+    local got, xs = (v * 2):tolist(), x:tolist()
+    for i = 1, 3 do
+      for j = 1, 4 do
+        assert(got[i][j] == 2 * (xs[i][j] + step), ("step %d: v[%d][%d] = %g"):format(step, i, j, got[i][j]))
+      end
+    end
+    local reads = (c * 2):schedule()[1].bufs[2]
+    assert((reads ~= x_buf) == (step == 1), ("step %d: c * 2 reads %s (x is %s)"):format(step, reads, x_buf))
+  end
+end)
+
 H.done()
