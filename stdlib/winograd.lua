@@ -159,8 +159,11 @@ end
 -- transform's 2.65 M stores missed L1 (callgrind's cache model, 32 KiB 8-way); with an image of
 -- padding after each row (2340 tiles for 2304), 169 k did, one a line. Zen 3, 1 thread, each
 -- kernel's best of 30 steps, 3 runs in turns: the transform 4.4-4.7 -> 2.5-3.0 ms, the forward
--- matmul that reads it 8.2-9.1 -> 7.1-7.6. (The MNIST CNN's rows are 32 KiB, all 36 planes in
--- one set, yet its transform did not gain: 10.0-10.5 -> 11.1 ms alone, its step within noise.)
+-- matmul that reads it 8.2-9.1 -> 7.1-7.6. At 2 threads the step's kernels 29.7-36.9 -> 29.3-33.4
+-- ms, its whole time in turns 42-48 against 42-50: no difference this host lets show (a first
+-- try, writing the padding as zeros, measured 49 -> 56). The MNIST CNN's rows are 32 KiB, all 36
+-- planes in one set, yet its transform did not gain: 10.0-10.5 -> 11.1 ms alone, the step's
+-- kernels within noise.
 local function realize_rows_outer(t)
   if not on_cpu(t) then return t:contiguous() end
   local order, back = { 2, 0, 1 }, { 1, 2, 0 }
