@@ -137,13 +137,13 @@ local function store_padded(t, extra)
   return view
 end
 
--- How many images of padding to add after each row of `images` images of `image` bytes, so that
--- `planes` streams a row apart leave two ways of each L1 set free (or crowd it least).
-local function images_to_add(planes, images, image)
-  local ways, best, least = select(2, Device.machine()).l1d // 4096, 0, nil
-  for add = 0, 2 do
-    local crowd = crowding(planes, (images + add) * image)
-    if not least or crowd < least then best, least = add, crowd end
+-- The first of `candidates` (paddings) under which `planes` streams stride(c) bytes apart leave
+-- two ways of each L1 set free, or else the one that crowds a set least.
+local function least_crowded(planes, candidates, stride)
+  local ways, best, least = select(2, Device.machine()).l1d // 4096, nil, nil
+  for _, c in ipairs(candidates) do
+    local crowd = crowding(planes, stride(c))
+    if not least or crowd < least then best, least = c, crowd end
     if crowd <= ways - 2 then break end
   end
   return best
@@ -171,8 +171,9 @@ local function realize_rows_outer(t)
   local p = t:permute(table.unpack(order)) -- (rows, a, a, N, ...)
   local image = p.dtype == "float64" and 8 or 4
   for i = 5, p.ndim do image = image * p.shape[i] end
-  local extra = { 0, 0, 0, images_to_add(p.shape[2] * p.shape[3], p.shape[4], image) }
-  return store_padded(p, extra):permute(table.unpack(back))
+  local images = p.shape[4]
+  local add = least_crowded(p.shape[2] * p.shape[3], { 0, 1, 2 }, function(k) return (images + k) * image end)
+  return store_padded(p, { 0, 0, 0, add }):permute(table.unpack(back))
 end
 
 -- Stored as it is, with padding after each plane (left out of the view) where its a^2 planes would
@@ -184,7 +185,7 @@ end
 --   -> 3.9-4.0 ms at 1 thread and 4.8-5.0 -> 3.4-3.5 at 2 (the matmul that reads it 0.5-1 ms
 --   slower); U5's step, medians of 5-6 runs, 86.6 -> 78.9 ms and 52.2 -> 49.4.
 -- - Where the rows themselves are a multiple of 2 KiB long (the MNIST CNN's 8192 tiles: 32 KiB),
---   each row gets one more image of zeros in any case: dU's matmul reads 8 tiles from each of 64
+--   each row gets one more image of padding in any case: dU's matmul reads 8 tiles from each of 64
 --   rows (Cout) per step, and rows 32 KiB apart share one set of L1 and two of a 512 KiB 8-way L2.
 --   Measured on a Zen 3 (AVX2, 1 thread, bench/mnist_kernels.lua): that matmul 94-112 -> 69-72
 --   ms, this transform 85 -> 37 ms, the step's kernels 612-623 -> 533-573 ms; on the Xeon (2 MiB
@@ -194,14 +195,9 @@ local function realize_padded_planes(t)
   local planes, rows, n = t.shape[1] * t.shape[2], t.shape[3], t.shape[4]
   local row = t.dtype == "float64" and 8 or 4 -- a row's bytes
   for i = 4, t.ndim do row = row * t.shape[i] end
-  local image, ways = row // n, select(2, Device.machine()).l1d // 4096
-  local img = row % 2048 == 0 and 1 or 0
-  local choice, least
-  for _, c in ipairs({ { 0, img }, { 1, img }, { 1, img + 1 } }) do -- extra rows, extra images
-    local crowd = crowding(planes, (rows + c[1]) * (row + c[2] * image))
-    if not least or crowd < least then choice, least = c, crowd end
-    if crowd <= ways - 2 then break end
-  end
+  local image, img = row // n, row % 2048 == 0 and 1 or 0
+  local choice = least_crowded(planes, { { 0, img }, { 1, img }, { 1, img + 1 } }, -- extra rows, images
+    function(c) return (rows + c[1]) * (row + c[2] * image) end)
   return store_padded(t, { 0, 0, choice[1], choice[2] })
 end
 
