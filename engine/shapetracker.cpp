@@ -96,8 +96,8 @@ std::optional<View> View::reshape(const Shape& ns) const {
     return r;
   };
   if (mask) {
+    if (strip(ns) != strip(shape)) return reshape_masked(ns);
     // Only size-1 dims inserted or removed: carry the per-dim mask and strides across.
-    if (strip(ns) != strip(shape)) return std::nullopt;
     if ((*mask)[0].first >= (*mask)[0].second) {
       // nothing is valid; a 0-d shape has no dim to carry that mask, so it needs its own view
       if (ns.empty()) return std::nullopt;
@@ -149,6 +149,66 @@ std::optional<View> View::reshape(const Shape& ns) const {
     if (rem == 1 && ++k < segs.size()) rem = segs[k].first;
   }
   return create(ns, st, offset);
+}
+
+// A masked view reshaped by groups: each run of old dims whose sizes multiply to a run of new dims
+// is either one dim to one (its mask and stride carried) or dims the mask leaves whole, contiguous
+// among themselves, split and merged as an unmasked view's (a stacked tensor's batch of tiles seen
+// as blocks of images, its stacked dims masked as before). Else no single view holds it.
+std::optional<View> View::reshape_masked(const Shape& ns) const {
+  for (auto& d : shape)
+    if (!d.is_const()) return std::nullopt;
+  for (auto& d : ns)
+    if (!d.is_const()) return std::nullopt;
+  if ((*mask)[0].first >= (*mask)[0].second) return std::nullopt; // empty: the caller's rules
+  std::vector<int64_t> st(ns.size(), 0);
+  Mask m(ns.size(), {0, 1});
+  size_t i = 0, j = 0;
+  while (i < shape.size() || j < ns.size()) {
+    if (j < ns.size() && ns[j] == 1) {
+      j++;
+      continue;
+    }
+    if (i < shape.size() && shape[i] == 1) {
+      i++;
+      continue;
+    }
+    if (i >= shape.size() || j >= ns.size()) return std::nullopt;
+    int64_t po = shape[i].value(), pn = ns[j].value();
+    size_t i2 = i + 1, j2 = j + 1;
+    while (po != pn) {
+      if (po < pn) {
+        if (i2 >= shape.size()) return std::nullopt;
+        po *= shape[i2++].value();
+      } else {
+        if (j2 >= ns.size()) return std::nullopt;
+        pn *= ns[j2++].value();
+      }
+    }
+    std::vector<size_t> olds; // the group's old dims larger than 1
+    for (size_t k = i; k < i2; k++)
+      if (shape[k] != 1) olds.push_back(k);
+    std::vector<size_t> news;
+    for (size_t k = j; k < j2; k++)
+      if (ns[k] != 1) news.push_back(k);
+    if (olds.size() == 1 && news.size() == 1) {
+      st[news[0]] = strides[olds[0]];
+      m[news[0]] = (*mask)[olds[0]];
+    } else {
+      for (size_t k : olds)
+        if ((*mask)[k].first != 0 || (*mask)[k].second != shape[k].value()) return std::nullopt;
+      for (size_t k = 0; k + 1 < olds.size(); k++)
+        if (strides[olds[k]] != strides[olds[k + 1]] * shape[olds[k + 1]].value()) return std::nullopt;
+      int64_t stride = strides[olds.back()];
+      for (auto k = news.rbegin(); k != news.rend(); ++k) {
+        st[*k] = stride;
+        m[*k] = {0, ns[*k].value()};
+        stride *= ns[*k].value();
+      }
+    }
+    i = i2, j = j2;
+  }
+  return create(ns, st, offset, m);
 }
 
 View View::permute(const std::vector<int64_t>& order) const {

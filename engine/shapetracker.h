@@ -29,6 +29,7 @@ struct View {
   bool operator==(const View&) const = default;
 
   std::optional<View> reshape(const Shape& new_shape) const; // nullopt: needs a second view
+  std::optional<View> reshape_masked(const Shape& new_shape) const;
   View permute(const std::vector<int64_t>& order) const;
   View expand(const Shape& new_shape) const;
   View pad(const std::vector<std::pair<int64_t, int64_t>>& arg) const;

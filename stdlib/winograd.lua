@@ -201,6 +201,66 @@ local function realize_padded_planes(t)
   return store_padded(t, { 0, 0, choice[1], choice[2] })
 end
 
+-- How the tiles (N, th, tw) go in blocks of b for realize_blocked, as two dims: b tiles of one
+-- image, whole rows of tiles ({N * th / rows, 1}), or else the same tile of b images ({N / b,
+-- th * tw}); nil where neither divides.
+local function blocking(n, th, tw, b)
+  local rows = b % tw == 0 and b // tw or nil
+  if rows and th % rows == 0 then return { n * th // rows, 1 }, rows end
+  if n % b == 0 then return { n // b, th * tw } end
+end
+
+-- The output gradient in the transformed space, t (a, a, Cout, N, th, tw), stored in blocks of b
+-- tiles (b the vector's floats) for dU's matmul: (a^2, blocks, blocks', Cout, b), each block all
+-- of Cout for b tiles, contiguous. Stored (a^2, Cout, tiles), dU read 64 rows a batch of tiles
+-- apart per 8 tiles, too many streams for the prefetcher. Zen 3, 1 thread, each kernel's best of
+-- 10 runs: the MNIST CNN's conv2 gradients alone, dU 40-53 -> 17-19 ms; U5's dU 9.0-11.6 -> 4.7-4.9.
+-- The MNIST CNN's blocks are 2 x 4 tiles of one image; U5's 6 x 6 tiles take the same tile of 8
+-- images, read from 8 images at a time by the transform. A block an even number of lines long gets
+-- a line more: dV reads a few Cout rows of every block per pass, and blocks 2 KiB apart stood in a
+-- few sets of the L2 (alone, MNIST-sized: dV 24 -> 38 ms); the planes get the padding
+-- least_crowded picks. Returns the blocks, or nil where no blocking divides the tiles; `split`,
+-- which views a tensor's last dim (the tiles in order) as (..., blocks, blocks', b); and `join`,
+-- which views (..., blocks, blocks', b, C) back as (..., tiles, C).
+local function realize_blocked(t)
+  local a, cout, n, th, tw = t.shape[1], t.shape[3], t.shape[4], t.shape[5], t.shape[6]
+  local b = select(2, Device.machine()).float_lanes
+  local outer, rows = blocking(n, th, tw, b)
+  if not outer and b > 8 then
+    b = 8
+    outer, rows = blocking(n, th, tw, b)
+  end
+  if not outer then return nil end
+  local bt -- t in the blocks' order
+  if rows then
+    bt = t:reshape(a, a, cout, outer[1], rows, tw):permute(0, 1, 3, 2, 4, 5)
+  else -- th and tw kept apart: merged, the transform's heuristic took 18 of U5's 36 as its row
+    bt = t:reshape(a, a, cout, n // b, b, th, tw):permute(0, 1, 3, 5, 6, 2, 4)
+  end
+  local blocks, size = outer[1] * outer[2], t.dtype == "float64" and 8 or 4
+  local line = 64 // size
+  local block = cout * b
+  local stride = block + (block // line % 2 == 0 and line or 0)
+  local plane = blocks * stride
+  local extra = least_crowded(a * a, { 0, line, 2 * line, 3 * line }, function(k) return (plane + k) * size end)
+  local view = T.empty({ a * a, plane + extra }, { dtype = t.dtype, device = t.device })
+      :shrink({ { 0, a * a }, { 0, plane } }):reshape(a * a, blocks, stride)
+      :shrink({ { 0, a * a }, { 0, blocks }, { 0, block } }):reshape(bt.shape)
+  view:assign(bt)
+  local function split(x)
+    local s = table.move(x.shape, 1, x.ndim - 1, 1, {})
+    if rows then return x:reshape(table.move({ outer[1], 1, b }, 1, 3, #s + 1, s)) end
+    return x:reshape(table.move({ outer[1], b, outer[2] }, 1, 3, #s + 1, s)):transpose(x.ndim, x.ndim + 1)
+  end
+  local function join(x)
+    local s = table.move(x.shape, 1, x.ndim - 4, 1, {})
+    s[#s + 1], s[#s + 2] = n * th * tw, x.shape[x.ndim]
+    if rows then return x:reshape(s) end
+    return x:transpose(x.ndim - 3, x.ndim - 2):reshape(s)
+  end
+  return view:reshape(a * a, outer[1], outer[2], cout, b), split, join
+end
+
 local function ceildiv(a, b) return -((-a) // b) end
 
 -- The tiling of x padded by pads {top, bottom, left, right} for variant v: the output's size,
@@ -264,13 +324,24 @@ local function winograd_grad(v, pads)
     local oh, ow, th, tw = tiling(v, x, pads)
     -- the output's gradient in the transformed space: A g A^T for every tile
     local gp = g:pad({ { 0, 0 }, { 0, 0 }, { 0, m * th - oh }, { 0, m * tw - ow } }):reshape(n, cout, th, m, tw, m)
-    local dm = realize_padded_planes(apply(v.A, apply(v.A, gp:permute(3, 5, 1, 0, 2, 4), 0, on_cpu(g)), 1, true))
-    dm = dm:reshape(a * a, cout, n * th * tw)
+    local tm = apply(v.A, apply(v.A, gp:permute(3, 5, 1, 0, 2, 4), 0, on_cpu(g)), 1, true) -- (a, a, Cout, N, th, tw)
     -- dU transposed, dM^T @ V^T: its B operand is V^T, a few KiB read from L1 by every tile, where
     -- dU = V @ dM streams dM's Cout rows, each a whole batch of tiles apart (the same cache
     -- sets): 2x slower (1 thread, the MNIST CNN's conv2)
-    local du = dm:transpose(1, 2):matmul(vt):reshape(a, a, n, th, tw, cin)
-    local dvt = dm:matmul(u:transpose(1, 2)):reshape(a, a, cout, cin)
+    local dm, split, join
+    if on_cpu(g) then dm, split, join = realize_blocked(tm) end -- (a^2, blocks, blocks', Cout, b)
+    local du, dvt
+    if dm then
+      local b1, b2, b = dm.shape[2], dm.shape[3], dm.shape[5]
+      du = join(dm:transpose(3, 4):matmul(vt:reshape(a * a, 1, 1, cout, cin))):reshape(a, a, n, th, tw, cin)
+      local ub = split(u):reshape(a * a, 1, cin, b1, b2, b)
+      dvt = (dm:permute(0, 3, 1, 2, 4):reshape(a * a, cout, 1, b1, b2, b) * ub):sum({ 3, 4, 5 })
+    else
+      dm = realize_padded_planes(tm):reshape(a * a, cout, n * th * tw)
+      du = dm:transpose(1, 2):matmul(vt):reshape(a, a, n, th, tw, cin)
+      dvt = dm:matmul(u:transpose(1, 2))
+    end
+    dvt = dvt:reshape(a, a, cout, cin)
     local dw = apply(v.GT, apply(v.GT, dvt, 0, on_cpu(g)), 1):permute(2, 3, 0, 1)
     -- each window's gradient, B dU B^T, stored (N, th, a, tw, a, Cin) as dU's rows run (channels
     -- innermost: writing (N, Cin, ...) scattered 32 streams of 6 floats) and viewed as

@@ -357,6 +357,25 @@ TEST_CASE("permute then reshape produces two views when one cannot express it", 
   CHECK(back == ShapeTracker::contiguous({2, 3}).permute({1, 0}));
 }
 
+TEST_CASE("a masked view reshaped along the dims its mask leaves whole stays one view", "[shapetracker]") {
+  using M = MoveOp;
+  const Ops R = Ops::RESHAPE, P = Ops::PERMUTE, D = Ops::PAD;
+  // dim 0 padded (a stacked piece); dims 1 and 2 split and merged, dim 0 carried
+  check_against_reference({2, 8, 3}, {M{D, {1, 3, 0, 0, 0, 0}}, M{R, {6, 2, 4, 3}}});
+  check_against_reference({2, 8, 3}, {M{D, {1, 3, 0, 0, 0, 0}}, M{R, {6, 24}}});
+  check_against_reference({2, 8, 3}, {M{D, {1, 3, 0, 0, 0, 0}}, M{R, {6, 1, 4, 2, 3, 1}}});
+  // a permuted group that is not contiguous among itself, and a split of the masked dim: two views
+  check_against_reference({2, 4, 3}, {M{D, {1, 1, 0, 0, 0, 0}}, M{P, {0, 2, 1}}, M{R, {4, 12}}});
+  check_against_reference({2, 4, 3}, {M{D, {1, 1, 0, 0, 0, 0}}, M{R, {2, 2, 12}}});
+  auto st = ShapeTracker::contiguous({2, 8, 3}).pad({{1, 3}, {0, 0}, {0, 0}});
+  auto split = st.reshape({6, 2, 4, 3});
+  INFO(split.to_string());
+  CHECK(split.views.size() == 1);
+  CHECK(st.reshape({6, 24}).views.size() == 1);
+  CHECK(st.permute({0, 2, 1}).reshape({6, 24}).views.size() == 2);
+  CHECK(st.reshape({3, 2, 24}).views.size() == 2);
+}
+
 TEST_CASE("pad then shrink back returns the original view", "[shapetracker]") {
   auto base = ShapeTracker::contiguous({3, 4});
   auto round = base.pad({{1, 2}, {0, 3}}).shrink({{1, 4}, {0, 4}});
