@@ -275,10 +275,68 @@ Tensor Tensor::contiguous() const {
 
 // ---------------------------------------------------------------- running
 
+namespace {
+// Region assigns (a view of a buffer assigned) not realized yet, in the order they were made, with
+// the buffer each writes. Held weakly: a dropped graph's assign is forgotten with it.
+struct RegionAssign {
+  std::__weak_ptr<const UOp, __gnu_cxx::_S_single> assign;
+  std::weak_ptr<Buffer> buffer;
+};
+std::vector<RegionAssign>& region_assigns() {
+  static std::vector<RegionAssign> pending;
+  return pending;
+}
+
+// Runs, one by one in the order they were made, the pending region assigns into buffers that the
+// graphs of `outs` read, other than as an assign's own target: the graph reads the buffer with
+// them done. Without this, print(buf) after buf:shrink(...):assign(v) showed the old values until
+// the view itself was realized.
+void run_region_assigns_read_by(const std::vector<UOpRef>& outs) {
+  auto& pending = region_assigns();
+  std::erase_if(pending, [](const RegionAssign& r) {
+    UOpRef u = r.assign.lock();
+    return !u || u->cached() || r.buffer.expired();
+  });
+  if (pending.empty()) return;
+  std::unordered_set<const Buffer*> written, read;
+  for (auto& r : pending)
+    written.insert(r.buffer.lock().get());
+  std::unordered_set<const UOp*> seen;
+  std::vector<const UOp*> stack;
+  for (auto& o : outs)
+    stack.push_back(o.get());
+  while (!stack.empty()) {
+    const UOp* u = stack.back();
+    stack.pop_back();
+    if (!seen.insert(u).second) continue;
+    if (u->op == Ops::BUFFER && written.count(u->buffer().get())) read.insert(u->buffer().get());
+    bool region = u->op == Ops::CONTIGUOUS && u->src.size() == 3; // its src[2]: the target's view
+    for (size_t i = 0; i < (region ? 2 : u->src.size()); i++)
+      stack.push_back(u->src[i].get());
+  }
+  if (read.empty()) return;
+  std::vector<UOpRef> first;
+  std::erase_if(pending, [&](const RegionAssign& r) {
+    if (!read.count(r.buffer.lock().get())) return false;
+    first.push_back(r.assign.lock());
+    return true;
+  });
+  for (auto& u : first) {
+    Tensor t(u);
+    t.realize(boundary::assign);
+  }
+}
+} // namespace
+
+void note_region_assign(const UOpRef& assign, const std::shared_ptr<Buffer>& buffer) {
+  region_assigns().push_back({assign, buffer});
+}
+
 void Tensor::realize_all(const std::vector<Tensor*>& ts, const char* why) {
   std::vector<UOpRef> outs;
   for (auto* t : ts)
     outs.push_back(t->uop);
+  run_region_assigns_read_by(outs);
   int dbg = settings().debug;
   if (dbg >= 4)
     for (auto& u : outs)

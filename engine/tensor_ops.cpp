@@ -10,6 +10,11 @@
 
 namespace mg {
 
+// A region assign (below) not realized yet: a later realize whose graph reads the buffer itself
+// runs it first, as a view written in PyTorch shows through (tensor.cpp), even for a graph built
+// before the assign.
+void note_region_assign(const UOpRef& assign, const std::shared_ptr<Buffer>& buffer);
+
 namespace {
 std::string axes_str(const std::vector<int64_t>& a) { return shape_str(a); }
 constexpr double kLog2E = 1.4426950408889634, kLn2 = 0.6931471805599453;
@@ -299,6 +304,7 @@ Tensor& Tensor::assign(const Tensor& v0) {
     if (std::any_of(nodes.begin(), nodes.end(), [&](const UOp* n) { return n == x.get(); }))
       v = v.contiguous();
     uop = UOp::make(Ops::CONTIGUOUS, dtype(), {v.uop, UOp::unique_tag(), view}, x->buffer());
+    note_region_assign(uop, x->buffer());
     return *this;
   }
   uop = v.uop;

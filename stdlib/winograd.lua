@@ -176,9 +176,10 @@ local function realize_rows_outer(t)
   return store_padded(p, { 0, 0, 0, add }):permute(table.unpack(back))
 end
 
--- Stored as it is, with padding after each plane (left out of the view) where its a^2 planes would
--- crowd one set of the L1: one more row, and where that is not enough one more image in each row
--- as well, whichever first leaves two ways of each set free.
+-- The output gradient where realize_blocked (below) finds no blocks. Stored as it is, with
+-- padding after each plane (left out of the view) where its a^2 planes would crowd one set of the
+-- L1: one more row, and where that is not enough one more image in each row as well, whichever
+-- first leaves two ways of each set free.
 -- - The rows of U5's output gradient are 9 KiB (2304 tiles): its 36 planes of 64 rows all share
 --   one set; with a row more, 9 share each of 4 sets (12 ways on the Xeon: 4.2 -> 2.1 ms). With
 --   an image more as well, 1 or 2 a set: on a Zen 3 (8 ways), in turns, this transform 8.1-10.5

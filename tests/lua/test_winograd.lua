@@ -35,15 +35,17 @@ local cases = {
   { "5x5, padding 2, ragged tiles", { 1, 16, 7, 9 }, 20, 5, { padding = 2 } },
   { "5x5, uneven padding and a bias", { 2, 16, 6, 5 }, 16, 5, { padding = { 0, 1, 2, 3 } }, true },
   -- the output gradient stored in blocks of 8 or 16 tiles (the vector's floats): of one image's
-  -- rows of tiles (any batch), or of the same tile of 8 or 16 images
-  { "3 images of 4x4 tiles: blocks of one image's tile rows", { 3, 16, 18, 18 }, 16, 3, nil },
-  { "16 images of 6x6 tiles: blocks of the same tile of 8 or 16 images", { 16, 16, 26, 26 }, 24, 3, nil },
-  { "16 images, 5x5, ragged 3x3 tiles", { 16, 16, 9, 11 }, 16, 5, { padding = 2 } },
+  -- rows of tiles (any batch), or of the same tile of 8 images; float32 only (a wrong layout is
+  -- off by far more than 1e-5, and each case's kernels take seconds to compile)
+  { "1 image of 4x4 tiles: blocks of its tile rows", { 1, 16, 18, 18 }, 16, 3, nil, nil, true },
+  { "8 images, 5x5, ragged 5x6 tiles: blocks of the same tile of 8 images", { 8, 16, 9, 11 }, 16, 5,
+    { padding = 2 }, nil, true },
 }
 
 test("float64: the same values and gradients as the direct convolution, to rounding", function()
   for _, c in ipairs(cases) do
-    local name, shape, cout, k, opts, bias = table.unpack(c)
+    local name, shape, cout, k, opts, bias, only32 = table.unpack(c)
+    if only32 then goto continue end
     local x = Tensor.randn(shape, { dtype = "float64" }):realize()
     local w = Tensor.randn(cout, shape[2], k, k, { dtype = "float64" }):realize()
     local b = bias and Tensor.randn(cout, { dtype = "float64" }):realize() or nil
@@ -55,6 +57,7 @@ test("float64: the same values and gradients as the direct convolution, to round
       local err = max_abs(got[k] - want[k]) / max_abs(want[k])
       assert(err < 1e-12, ("%s: %s differs by %.3g of its largest value"):format(name, what, err))
     end
+    ::continue::
   end
 end)
 
@@ -199,7 +202,7 @@ end)
 -- (16 tiles) more. The output gradient's (realize_blocked) stores (36, blocks, Cout, b), b tiles
 -- of one image a block (MG_VECTOR_WIDTH: 8 or 16), a block a line more where it is an even number
 -- of lines: with 8, 32 blocks of 128 values (8 lines) stored 144 apart, planes of 4608 values,
--- 4.5 KiB: 18 in each of 2 sets, so a line more on either L1 (4624); with 16, 16 blocks of 256 (+16),
+-- 4.5 KiB: 18 in each of 2 sets, so a line more (4624); with 16, 16 blocks of 256 (+16),
 -- 4352, 4.25 KiB: 9 in each of 4 sets, a line more on the 8-way L1 only (4368). Each L1 and width
 -- in a process of its own (MG_L1D_KB), the buffers' sizes and the gradients against the direct
 -- convolution.
@@ -230,7 +233,7 @@ for i = 1, 2 do err = math.max(err, ((got[i] - want[i]):abs():max() / want[i]:ab
 print(stored[1] .. "," .. stored[2], err)
 ]])
   f:close()
-  for _, c in ipairs({ { 32, 8, 17, 4624 }, { 48, 8, 16, 4624 }, { 32, 16, 17, 4368 }, { 48, 16, 16, 4352 } }) do
+  for _, c in ipairs({ { 32, 8, 17, 4624 }, { 32, 16, 17, 4368 }, { 48, 16, 16, 4352 } }) do
     local l1, lanes, images, plane = table.unpack(c)
     local p = assert(io.popen(("MG_L1D_KB=%d MG_VECTOR_WIDTH=%d %s %s 2>&1"):format(l1, lanes, H.sh_quote(H.exe),
       H.sh_quote(script))))
