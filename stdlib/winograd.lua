@@ -211,6 +211,18 @@ local function blocking(n, th, tw, b)
   if n % b == 0 then return { n // b, th * tw } end
 end
 
+-- The blocks of realize_blocked below: b a vector's floats (8 where a 16-float vector does not
+-- divide the tiles), and how blocking() groups the tiles by b.
+local function grad_blocking(n, th, tw)
+  local b = select(2, Device.machine()).float_lanes
+  local outer, rows = blocking(n, th, tw, b)
+  if not outer and b > 8 then
+    b = 8
+    outer, rows = blocking(n, th, tw, b)
+  end
+  return outer, rows, b
+end
+
 -- The output gradient in the transformed space, t (a, a, Cout, N, th, tw), stored in blocks of b
 -- tiles (b the vector's floats) for dU's matmul: (a^2, blocks, blocks', Cout, b), each block all
 -- of Cout for b tiles, contiguous. Stored (a^2, Cout, tiles), dU read 64 rows a batch of tiles
@@ -220,17 +232,13 @@ end
 -- images, read from 8 images at a time by the transform. A block an even number of lines long gets
 -- a line more: dV reads a few Cout rows of every block per pass, and blocks 2 KiB apart stood in a
 -- few sets of the L2 (alone, MNIST-sized: dV 24 -> 38 ms); the planes get the padding
--- least_crowded picks. Returns the blocks, or nil where no blocking divides the tiles; `split`,
--- which views a tensor's last dim (the tiles in order) as (..., blocks, blocks', b); and `join`,
--- which views (..., blocks, blocks', b, C) back as (..., tiles, C).
+-- least_crowded picks. Returns the blocks, or nil where no blocking divides the tiles; the rows of
+-- tiles in a block (nil where a block is the same tile of b images); `split`, which views a
+-- tensor's last dim (the tiles in order) as (..., blocks, blocks', b) for blocks of images; and
+-- `join`, which views (..., blocks, blocks', b, C) back as (..., tiles, C).
 local function realize_blocked(t)
   local a, cout, n, th, tw = t.shape[1], t.shape[3], t.shape[4], t.shape[5], t.shape[6]
-  local b = select(2, Device.machine()).float_lanes
-  local outer, rows = blocking(n, th, tw, b)
-  if not outer and b > 8 then
-    b = 8
-    outer, rows = blocking(n, th, tw, b)
-  end
+  local outer, rows, b = grad_blocking(n, th, tw)
   if not outer then return nil end
   local bt -- t in the blocks' order
   if rows then
@@ -250,7 +258,6 @@ local function realize_blocked(t)
   view:assign(bt)
   local function split(x)
     local s = table.move(x.shape, 1, x.ndim - 1, 1, {})
-    if rows then return x:reshape(table.move({ outer[1], 1, b }, 1, 3, #s + 1, s)) end
     return x:reshape(table.move({ outer[1], b, outer[2] }, 1, 3, #s + 1, s)):transpose(x.ndim, x.ndim + 1)
   end
   local function join(x)
@@ -259,7 +266,33 @@ local function realize_blocked(t)
     if rows then return x:reshape(s) end
     return x:transpose(x.ndim - 3, x.ndim - 2):reshape(s)
   end
-  return view:reshape(a * a, outer[1], outer[2], cout, b), split, join
+  return view:reshape(a * a, outer[1], outer[2], cout, b), rows, split, join
+end
+
+-- The forward's blocks: b tiles, whole rows of one image (b / tw rows), b two vectors of floats
+-- (the matmul's row of 16 on AVX2), else one; only where the output gradient's blocks are whole
+-- rows within them, so that dV reads both in step. nil where none fits (U5's 6 x 6 tiles).
+local function forward_blocking(n, th, tw)
+  local _, grows = grad_blocking(n, th, tw)
+  if not grows then return nil end
+  local lanes = select(2, Device.machine()).float_lanes
+  for _, b in ipairs({ 2 * lanes, lanes, 16 }) do
+    local rows = b % tw == 0 and b // tw or nil
+    if rows and th % rows == 0 and rows % grows == 0 then return b, rows end
+  end
+end
+
+-- t (blocks, planes, ...) stored as (blocks, planes, row) with a line of padding after each
+-- plane's row where least_crowded wants it (the planes are written, or read, a tile at a time);
+-- returns the view of t's shape.
+local function store_plane_rows(t, blocks, planes, row)
+  local size = t.dtype == "float64" and 8 or 4
+  local line = 64 // size
+  local extra = least_crowded(planes, { 0, line, 2 * line, 3 * line }, function(k) return (row + k) * size end)
+  local view = T.empty({ blocks, planes, row + extra }, { dtype = t.dtype, device = t.device })
+      :shrink({ { 0, blocks }, { 0, planes }, { 0, row } }):reshape(t.shape)
+  view:assign(t)
+  return view
 end
 
 local function ceildiv(a, b) return -((-a) // b) end
@@ -329,18 +362,26 @@ local function winograd_grad(v, pads)
     -- dU transposed, dM^T @ V^T: its B operand is V^T, a few KiB read from L1 by every tile, where
     -- dU = V @ dM streams dM's Cout rows, each a whole batch of tiles apart (the same cache
     -- sets): 2x slower (1 thread, the MNIST CNN's conv2)
-    local dm, split, join
-    if on_cpu(g) then dm, split, join = realize_blocked(tm) end -- (a^2, blocks, blocks', Cout, b)
+    -- u: (a^2, Cin, N, T1, T2, tw), T1 x T2 = th, as W.conv2d stored it
+    local dm, rows, split, join
+    if on_cpu(g) then dm, rows, split, join = realize_blocked(tm) end -- (a^2, blocks, blocks', Cout, b)
     local du, dvt
     if dm then
       local b1, b2, b = dm.shape[2], dm.shape[3], dm.shape[5]
       du = join(dm:transpose(3, 4):matmul(vt:reshape(a * a, 1, 1, cout, cin))):reshape(a, a, n, th, tw, cin)
-      local ub = split(u):reshape(a * a, 1, cin, b1, b2, b)
-      dvt = (dm:permute(0, 3, 1, 2, 4):reshape(a * a, cout, 1, b1, b2, b) * ub):sum({ 3, 4, 5 })
+      if rows then -- dm's blocks, rows x tw tiles, split as u's: (N, T1, T2 / rows, rows, tw)
+        local t1, k = u.shape[4], u.shape[5] // rows
+        local dmv = dm:reshape(a * a, n, t1, k, cout, rows, tw):permute(0, 4, 1, 2, 3, 5, 6)
+        dvt = (dmv:reshape(a * a, cout, 1, n, t1, k, rows, tw) * u:reshape(a * a, 1, cin, n, t1, k, rows, tw))
+            :sum({ 3, 4, 5, 6, 7 })
+      else
+        local ub = split(u:reshape(a * a, cin, n * th * tw)):reshape(a * a, 1, cin, b1, b2, b)
+        dvt = (dm:permute(0, 3, 1, 2, 4):reshape(a * a, cout, 1, b1, b2, b) * ub):sum({ 3, 4, 5 })
+      end
     else
       dm = realize_padded_planes(tm):reshape(a * a, cout, n * th * tw)
       du = dm:transpose(1, 2):matmul(vt):reshape(a, a, n, th, tw, cin)
-      dvt = dm:matmul(u:transpose(1, 2))
+      dvt = dm:matmul(u:reshape(a * a, cin, n * th * tw):transpose(1, 2))
     end
     dvt = dvt:reshape(a, a, cout, cin)
     local dw = apply(v.GT, apply(v.GT, dvt, 0, on_cpu(g)), 1):permute(2, 3, 0, 1)
@@ -372,23 +413,61 @@ function W.applies(x, w, groups, stride, dilation, dtype, pads)
       w.shape[2] >= 16 and not args.is_sharded(x)
 end
 
+-- The forward on a CPU where forward_blocking finds blocks of b tiles (rows rows of tiles of one
+-- image). U is stored (blocks, a^2, Cin, b), each block's planes one after another; the 36
+-- matmuls run block by block, (1, a^2, Cout, Cin) @ (blocks, a^2, Cin, b), writing M (blocks,
+-- a^2, Cout, b) the same way; and the output transform writes y as (N, Cout, H, W). Stored
+-- plane-major instead ((Cin, a^2, tiles) and (Cout, a^2, tiles)), the transform wrote 36 streams
+-- far apart, the matmul wrote 64 rows (Cout) 36 planes apart or read its B operand again for
+-- every 4 of Cout, and y came out (Cout, N, H, W), which the layers after it read as (N, Cout).
+-- Zen 3, 1 thread, the MNIST CNN's conv2 (512 images of 4 x 4 tiles, 32 -> 64 channels), each
+-- kernel's best of 12 steps, summed by name: the matmul 36.2 -> 18.9 ms, the input transform 24.4
+-- -> 12.1, the output transform 15.1 -> 10.5, the output gradient's (reading y in one layout now)
+-- 36.8 -> 22.5; dV's pack of U, which now reads a slice of every block per plane, 5.8 -> 13.2; the
+-- step's kernels 352 -> 288 ms. U5's 6 x 6 tiles (no blocks) stay plane-major: there a plane of U
+-- fits L2, and blocked matmuls ran 10.5 ms (blocks of 12 tiles) against 6.7. Returns u (a^2, Cin,
+-- N, T1, rows, tw), T1 x rows = th, and y.
+local function blocked_forward(v, x, vt, cover, th, tw, b, rows)
+  local n, cin, cout, a, m = x.shape[1], x.shape[2], vt.shape[2], v.a, v.m
+  local t1 = th // rows
+  local d = x:pad(cover):_pool({ a, a }, { m, m }):permute(4, 5, 1, 0, 2, 3) -- (a, a, Cin, N, th, tw)
+  local t = apply(v.BT, apply(v.BT, d, 0, true), 1, true):reshape(a, a, cin, n, t1, rows, tw)
+  local ub = store_plane_rows(t:permute(3, 4, 0, 1, 2, 5, 6), n * t1, a * a, cin * b) -- (N, T1, a, a, Cin, rows, tw)
+  local mb = vt:reshape(1, a * a, cout, cin):matmul(ub:reshape(n * t1, a * a, cin, b)) -- (blocks, a^2, Cout, b)
+  mb = store_plane_rows(mb, n * t1, a * a, cout * b)
+  local mm = mb:reshape(n, t1, a, a, cout, rows, tw):permute(2, 3, 0, 4, 1, 5, 6) -- (a, a, N, Cout, T1, rows, tw)
+  local y = apply(v.AT, apply(v.AT, mm, 0, true):permute(2, 3, 4, 5, 0, 6, 1), 6) -- (N, Cout, T1, rows, m, tw, m)
+  return ub:permute(2, 3, 4, 0, 1, 5, 6):reshape(a * a, cin, n, t1, rows, tw), y:reshape(n, cout, m * th, m * tw)
+end
+
 -- x (N, Cin, H, W) convolved with w (Cout, Cin, r, r), padded by pads {top, bottom, left, right}:
 -- (N, Cout, H', W'), the same as the direct convolution up to float rounding
 function W.conv2d(x, w, pads)
   local v = VARIANTS[w.shape[3]]
   local n, cout, m = x.shape[1], w.shape[1], v.m
   local oh, ow, th, tw, cover = tiling(v, x, pads)
-  local u, vt = input_transform(v, x, cover, th, tw):detach(), weight_transform(v, w):detach()
-  -- M = V^T U, stored (Cout, a^2, N*th*tw): the output transform reads a tile from each of the
-  -- a^2 planes, which stored (a^2, Cout, ...) were 576 KiB apart, the same cache sets (U5's, 3.1
-  -- ms; 2.0 ms with them 9 KiB apart). The matmul still runs plane by plane (the heuristic's
-  -- batch_loop_first).
-  local mm = vt:permute(1, 0, 2):reshape(cout, v.a * v.a, 1, x.shape[2]):matmul(u)
-  mm = mm:reshape(cout, v.a, v.a, n, th, tw):permute(1, 2, 0, 3, 4, 5)
-  -- A^T M A, each m x m tile written in place, stored (Cout, N, th, m, tw, m) in M's order (read
-  -- in (N, Cout) order, M's rows were 9 KiB apart: 1.3x slower) and viewed as (N, Cout, H, W)
-  local y = apply(v.AT, apply(v.AT, mm, 0, on_cpu(x)):permute(2, 3, 4, 0, 5, 1), 5)
-  y = y:reshape(cout, n, m * th, m * tw):permute(1, 0, 2, 3):shrink({ { 0, n }, { 0, cout }, { 0, oh }, { 0, ow } })
+  local vt = weight_transform(v, w):detach()
+  local b, rows
+  if on_cpu(x) then b, rows = forward_blocking(n, th, tw) end
+  local u, y
+  if b then
+    u, y = blocked_forward(v, x, vt, cover, th, tw, b, rows)
+    u = u:detach()
+  else
+    u = input_transform(v, x, cover, th, tw):detach()
+    -- M = V^T U, stored (Cout, a^2, N*th*tw): the output transform reads a tile from each of the
+    -- a^2 planes, which stored (a^2, Cout, ...) were 576 KiB apart, the same cache sets (U5's, 3.1
+    -- ms; 2.0 ms with them 9 KiB apart). The matmul still runs plane by plane (the heuristic's
+    -- batch_loop_first).
+    local mm = vt:permute(1, 0, 2):reshape(cout, v.a * v.a, 1, x.shape[2]):matmul(u)
+    mm = mm:reshape(cout, v.a, v.a, n, th, tw):permute(1, 2, 0, 3, 4, 5)
+    -- A^T M A, each m x m tile written in place, stored (Cout, N, th, m, tw, m) in M's order (read
+    -- in (N, Cout) order, M's rows were 9 KiB apart: 1.3x slower) and viewed as (N, Cout, H, W)
+    y = apply(v.AT, apply(v.AT, mm, 0, on_cpu(x)):permute(2, 3, 4, 0, 5, 1), 5)
+    y = y:reshape(cout, n, m * th, m * tw):permute(1, 0, 2, 3)
+    u = u:reshape(v.a * v.a, x.shape[2], n, 1, th, tw)
+  end
+  y = y:shrink({ { 0, n }, { 0, cout }, { 0, oh }, { 0, ow } })
   if T.no_grad then return y end
   return T._custom_grad(y, { x, w, u, vt }, winograd_grad(v, pads))
 end

@@ -196,12 +196,12 @@ H.cpu_test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along 
 end)
 
 -- The transforms write a tile to each of their 36 planes at once, stored with padding where the
--- planes would crowd one set of the L1. The input's transform (realize_rows_outer) stores its
--- planes a row (Cin) apart: for 16 rows of 16 images of 4x4 tiles, 1 KiB, 9 in each of 4 sets,
--- which a 12-way L1 (48 KiB) holds and an 8-way one (32 KiB) does not: there each row gets an image
--- (16 tiles) more. The output gradient's (realize_blocked) stores (36, blocks, Cout, b), b tiles
--- of one image a block (MG_VECTOR_WIDTH: 8 or 16), a block a line more where it is an even number
--- of lines: with 8, 32 blocks of 128 values (8 lines) stored 144 apart, planes of 4608 values,
+-- planes would crowd one set of the L1. 16 images of 4x4 tiles make blocks of one image each
+-- (blocked_forward): the input's transform stores (16 images, 36, Cin x 16 tiles), each plane's
+-- row 1 KiB, 9 in each of 4 sets, which a 12-way L1 (48 KiB) holds and an 8-way one (32 KiB) does
+-- not: there each row gets a line (16 floats) more. The output gradient's (realize_blocked) stores
+-- (36, blocks, Cout, b), b tiles of one image a block (MG_VECTOR_WIDTH: 8 or 16), a block a line
+-- more where it is an even number of lines: with 8, 32 blocks of 128 values (8 lines) stored 144 apart, planes of 4608 values,
 -- 4.5 KiB: 18 in each of 2 sets, so a line more (4624); with 16, 16 blocks of 256 (+16),
 -- 4352, 4.25 KiB: 9 in each of 4 sets, a line more on the 8-way L1 only (4368). Each L1 and width
 -- in a process of its own (MG_L1D_KB), the buffers' sizes and the gradients against the direct
@@ -219,7 +219,7 @@ local function grads(wino)
     local g = (xi:conv2d(wi) * gy):sum():gradient(xi, wi)
     local stored = { "none", "none" } -- the transforms' buffers: their elements, padding included
     for _, it in ipairs(g[2]:schedule()) do
-      local at = it.name == "E_16_1_6_1_6_16_4_4" and 1 or it.name:find("^E_1_6_1_6_") and 2
+      local at = it.name == "E_16_1_1_6_1_6_16_4_4" and 1 or it.name:find("^E_1_6_1_6_") and 2
       if at then stored[at] = it.bufs[1]:match("(%d+)>$") end
     end
     Tensor.realize_all(g)
@@ -233,14 +233,14 @@ for i = 1, 2 do err = math.max(err, ((got[i] - want[i]):abs():max() / want[i]:ab
 print(stored[1] .. "," .. stored[2], err)
 ]])
   f:close()
-  for _, c in ipairs({ { 32, 8, 17, 4624 }, { 32, 16, 17, 4368 }, { 48, 16, 16, 4352 } }) do
-    local l1, lanes, images, plane = table.unpack(c)
+  for _, c in ipairs({ { 32, 8, 272, 4624 }, { 32, 16, 272, 4368 }, { 48, 16, 256, 4352 } }) do
+    local l1, lanes, row, plane = table.unpack(c)
     local p = assert(io.popen(("MG_L1D_KB=%d MG_VECTOR_WIDTH=%d %s %s 2>&1"):format(l1, lanes, H.sh_quote(H.exe),
       H.sh_quote(script))))
     local out = p:read("a")
     p:close()
     local name, err = out:match("(%S+)%s+(%S+)%s*$")
-    local want = ("%d,%d"):format(16 * 36 * images * 16, 36 * plane)
+    local want = ("%d,%d"):format(16 * 36 * row, 36 * plane)
     assert(name == want, ("L1 of %d KiB, %d lanes: the transforms stored %s elements, expected %s (%s)"):format(l1,
       lanes, tostring(name), want, out))
     assert(tonumber(err) and tonumber(err) < 1e-5, ("L1 of %d KiB, %d lanes: gradients off by %s of the largest"):format(
