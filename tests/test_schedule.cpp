@@ -224,6 +224,38 @@ TEST_CASE("a long reduce to one value is split into partial sums, then their sum
   CHECK(Tensor::full({n}, 1.0, DType::Float32).sum().schedule().size() <= 1);
 }
 
+TEST_CASE(
+    "a reduce over dims outside and inside its outputs (batch norm's sums) reduces the inner ones first",
+    "[schedule][split]") {
+  std::mt19937 rng(308);
+  A ra;
+  const int64_t n = 64, c = 8, h = 48, w = 48; // 1.2 M inputs, runs of 2304
+  Tensor a = realized({n, c, h, w}, DType::Float32, rng, &ra, -1, 1);
+  Tensor s = a.sum(std::vector<int64_t>{0, 2, 3}, true), mx = a.max(std::vector<int64_t>{0, 2, 3});
+  for (const Tensor* t : {&s, &mx}) {
+    auto sched = t->schedule();
+    REQUIRE(sched.size() == 2);
+    CHECK(sched[0].bufs[0]->size == n * c); // a partial result per image and channel, read in order
+    CHECK(sched[1].bufs[0]->size == c);
+  }
+  std::vector<double> sums(c, 0), maxes(c, -1e30);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < c; j++)
+      for (int64_t k = 0; k < h * w; k++) {
+        double v = ra.data[static_cast<size_t>((i * c + j) * h * w + k)];
+        sums[static_cast<size_t>(j)] += v;
+        maxes[static_cast<size_t>(j)] = std::max(maxes[static_cast<size_t>(j)], v);
+      }
+  std::vector<double> got_s = s.data(), got_m = mx.data();
+  for (size_t j = 0; j < static_cast<size_t>(c); j++) {
+    CHECK(got_s[j] == Approx(sums[j]).epsilon(1e-5).margin(1e-3));
+    CHECK(got_m[j] == maxes[j]);
+  }
+  // runs shorter than 64, and reduces of the inner dims only, stay one kernel
+  CHECK(realized({4096, 32, 8}, DType::Float32, rng).sum(std::vector<int64_t>{0, 2}).schedule().size() == 1);
+  CHECK(a.sum(std::vector<int64_t>{2, 3}).schedule().size() == 1);
+}
+
 TEST_CASE("schedule items name their buffers with the output first", "[schedule]") {
   std::mt19937 rng(306);
   Tensor a = realized({5}, DType::Float32, rng), b = realized({5}, DType::Float32, rng);
