@@ -174,4 +174,9 @@ int64_t checked_numel(const Shape& s);
 std::pair<Tensor, Tensor> broadcasted(const Tensor& a, const Tensor& b);
 Shape broadcast_shape(const Shape& a, const Shape& b);
 
+// A region assign (an assign into a view of `buffer`) not realized yet: a later realize whose
+// graph reads the buffer itself runs it first, as a view written in PyTorch shows through, even
+// for a graph built before the assign (tensor.cpp).
+void note_region_assign(const UOpRef& assign, const std::shared_ptr<Buffer>& buffer);
+
 } // namespace mg

@@ -10,11 +10,6 @@
 
 namespace mg {
 
-// A region assign (below) not realized yet: a later realize whose graph reads the buffer itself
-// runs it first, as a view written in PyTorch shows through (tensor.cpp), even for a graph built
-// before the assign.
-void note_region_assign(const UOpRef& assign, const std::shared_ptr<Buffer>& buffer);
-
 namespace {
 std::string axes_str(const std::vector<int64_t>& a) { return shape_str(a); }
 constexpr double kLog2E = 1.4426950408889634, kLn2 = 0.6931471805599453;
