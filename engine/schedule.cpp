@@ -86,7 +86,7 @@ bool long_reduce(const UOp* r) {
 // order (partials (N, C), at most a 64th of the input), and the second reads the few partials.
 // From 2^20 inputs, the inner run 64 or more. Measured on a Zen 3, 1 thread, the MNIST CNN's step,
 // each kernel's best of 12 steps: its six sums over 512 x 32 x 24 x 24, 38.0 -> 24.3 ms; those over
-// 512 x 64 x 8 x 8, 10.4 -> 5.1 ms (16 kernels more, of 0.02-0.04 ms each); the step's kernels
+// 512 x 64 x 8 x 8, 10.4 -> 5.1 ms (14 kernels more, of 0.02-0.04 ms each); the step's kernels
 // 250 -> 236 ms.
 struct StridedSplit {
   std::vector<int64_t> inner, outer; // the reduced dims inside, and outside, the last output dim
@@ -119,19 +119,19 @@ const PatternMatcher& split_reduce_rules() {
          const UOpRef& r = m["r"];
          const UOpRef& x = r->src[0];
          int64_t out = r->max_numel();
-         if (!long_reduce(r.get())) {
-           auto sp = strided_reduce(r.get());
-           if (!sp) return nullptr;
-           const ReduceArg& ra = r->rarg();
-           UOpRef partial = UOp::make(Ops::REDUCE_AXIS, r->dtype, {x}, ReduceArg{ra.op, sp->inner});
-           return UOp::make(Ops::REDUCE_AXIS, r->dtype, {partial}, ReduceArg{ra.op, sp->outer});
-         }
+         const bool long_one = long_reduce(r.get());
+         std::optional<StridedSplit> sp;
+         if (!long_one && !(sp = strided_reduce(r.get()))) return nullptr;
          // A reduce of constants only (arange's cumsum) folds to a closed form: not split either.
          bool loads = false;
          for (const UOp* n : toposort(x.get()))
            loads |= n->op == Ops::BUFFER;
          if (!loads) return nullptr;
          const ReduceArg& ra = r->rarg();
+         if (sp) {
+           UOpRef partial = UOp::make(Ops::REDUCE_AXIS, r->dtype, {x}, ReduceArg{ra.op, sp->inner});
+           return UOp::make(Ops::REDUCE_AXIS, r->dtype, {partial}, ReduceArg{ra.op, sp->outer});
+         }
          for (int64_t i : ra.axes)
            for (int64_t d = x->shape[i].is_const() ? std::min<int64_t>(256, (int64_t(1) << 22) / out) : 0;
                 d >= 8; d--) { // <= 2^22 partials (a symbolic axis is not split)

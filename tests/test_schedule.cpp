@@ -254,6 +254,10 @@ TEST_CASE(
   // runs shorter than 64, and reduces of the inner dims only, stay one kernel
   CHECK(realized({4096, 32, 8}, DType::Float32, rng).sum(std::vector<int64_t>{0, 2}).schedule().size() == 1);
   CHECK(a.sum(std::vector<int64_t>{2, 3}).schedule().size() == 1);
+  // nor is a reduce of constants only (it folds)
+  CHECK(
+      Tensor::full({n, c, h, w}, 1.0, DType::Float32).sum(std::vector<int64_t>{0, 2, 3}).schedule().size() <=
+      1);
 }
 
 TEST_CASE("schedule items name their buffers with the output first", "[schedule]") {
