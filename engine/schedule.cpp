@@ -113,25 +113,22 @@ std::optional<StridedSplit> strided_reduce(const UOp* r) {
   return sp;
 }
 
+// A reduce of constants only (arange's cumsum) folds to a closed form: neither rule splits it.
+bool loads_a_buffer(const UOpRef& x) {
+  for (const UOp* n : toposort(x.get()))
+    if (n->op == Ops::BUFFER) return true;
+  return false;
+}
+
 const PatternMatcher& split_reduce_rules() {
   static const PatternMatcher pm{
-      {UPat::op(Ops::REDUCE_AXIS).named("r"), [](const Match& m) -> UOpRef {
+      {UPat::op(Ops::REDUCE_AXIS).named("r"),
+       [](const Match& m) -> UOpRef {
          const UOpRef& r = m["r"];
          const UOpRef& x = r->src[0];
          int64_t out = r->max_numel();
-         const bool long_one = long_reduce(r.get());
-         std::optional<StridedSplit> sp;
-         if (!long_one && !(sp = strided_reduce(r.get()))) return nullptr;
-         // A reduce of constants only (arange's cumsum) folds to a closed form: not split either.
-         bool loads = false;
-         for (const UOp* n : toposort(x.get()))
-           loads |= n->op == Ops::BUFFER;
-         if (!loads) return nullptr;
+         if (!long_reduce(r.get()) || !loads_a_buffer(x)) return nullptr;
          const ReduceArg& ra = r->rarg();
-         if (sp) {
-           UOpRef partial = UOp::make(Ops::REDUCE_AXIS, r->dtype, {x}, ReduceArg{ra.op, sp->inner});
-           return UOp::make(Ops::REDUCE_AXIS, r->dtype, {partial}, ReduceArg{ra.op, sp->outer});
-         }
          for (int64_t i : ra.axes)
            for (int64_t d = x->shape[i].is_const() ? std::min<int64_t>(256, (int64_t(1) << 22) / out) : 0;
                 d >= 8; d--) { // <= 2^22 partials (a symbolic axis is not split)
@@ -148,6 +145,14 @@ const PatternMatcher& split_reduce_rules() {
              return UOp::make(Ops::RESHAPE, r->dtype, {total}, r->shape);
            }
          return nullptr;
+       }},
+      {UPat::op(Ops::REDUCE_AXIS).named("r"), [](const Match& m) -> UOpRef {
+         const UOpRef& r = m["r"];
+         auto sp = strided_reduce(r.get());
+         if (!sp || !loads_a_buffer(r->src[0])) return nullptr;
+         const ReduceArg& ra = r->rarg();
+         UOpRef partial = UOp::make(Ops::REDUCE_AXIS, r->dtype, {r->src[0]}, ReduceArg{ra.op, sp->inner});
+         return UOp::make(Ops::REDUCE_AXIS, r->dtype, {partial}, ReduceArg{ra.op, sp->outer});
        }}};
   return pm;
 }

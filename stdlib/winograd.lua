@@ -149,6 +149,13 @@ local function least_crowded(planes, candidates, stride)
   return best
 end
 
+-- The padding, 0 to 3 cache lines, after each of `planes` rows of `row` elements of dtype.
+local function lines_of_padding(planes, row, dtype)
+  local size = dtype == "float64" and 8 or 4
+  local line = 64 // size
+  return least_crowded(planes, { 0, line, 2 * line, 3 * line }, function(k) return (row + k) * size end)
+end
+
 -- Both helpers realize t (a, a, rows, N, ...), a transformed tensor whose a^2 planes are read
 -- or written together, a tile from or to each. Stored as it is, its planes are rows * tiles
 -- apart (576 KiB for U5's 64 rows of 2304 tiles): a multiple of 2 KiB, the same cache sets, so
@@ -251,7 +258,7 @@ local function realize_blocked(t)
   local block = cout * b
   local stride = block + (block // line % 2 == 0 and line or 0)
   local plane = blocks * stride
-  local extra = least_crowded(a * a, { 0, line, 2 * line, 3 * line }, function(k) return (plane + k) * size end)
+  local extra = lines_of_padding(a * a, plane, t.dtype)
   local view = T.empty({ a * a, plane + extra }, { dtype = t.dtype, device = t.device })
       :shrink({ { 0, a * a }, { 0, plane } }):reshape(a * a, blocks, stride)
       :shrink({ { 0, a * a }, { 0, blocks }, { 0, block } }):reshape(bt.shape)
@@ -270,13 +277,13 @@ local function realize_blocked(t)
 end
 
 -- The forward's blocks: b tiles, whole rows of one image (b / tw rows), b two vectors of floats
--- (the matmul's row of 16 on AVX2), else one; only where the output gradient's blocks are whole
+-- (the matmul's row of 16 on AVX2), else one vector's; only where the output gradient's blocks are whole
 -- rows within them, so that dV reads both in step. nil where none fits (U5's 6 x 6 tiles).
 local function forward_blocking(n, th, tw)
   local _, grows = grad_blocking(n, th, tw)
   if not grows then return nil end
   local lanes = select(2, Device.machine()).float_lanes
-  for _, b in ipairs({ 2 * lanes, lanes, 16 }) do
+  for _, b in ipairs({ 2 * lanes, lanes }) do
     local rows = b % tw == 0 and b // tw or nil
     if rows and th % rows == 0 and rows % grows == 0 then return b, rows end
   end
@@ -286,9 +293,7 @@ end
 -- plane's row where least_crowded wants it (the planes are written, or read, a tile at a time);
 -- returns the view of t's shape.
 local function store_plane_rows(t, blocks, planes, row)
-  local size = t.dtype == "float64" and 8 or 4
-  local line = 64 // size
-  local extra = least_crowded(planes, { 0, line, 2 * line, 3 * line }, function(k) return (row + k) * size end)
+  local extra = lines_of_padding(planes, row, t.dtype)
   local view = T.empty({ blocks, planes, row + extra }, { dtype = t.dtype, device = t.device })
       :shrink({ { 0, blocks }, { 0, planes }, { 0, row } }):reshape(t.shape)
   view:assign(t)
@@ -307,11 +312,17 @@ local function tiling(v, x, pads)
     { pads[3], v.m * tw + v.r - 1 - wd - pads[3] } }
 end
 
--- U (a^2, Cin, N*th*tw): the input's a x a windows (stride m) in the transformed space, B^T d B
+-- The input's a x a windows (stride m) in the transformed space, B^T d B, unrealized:
+-- (a, a, Cin, N, th, tw)
+local function transformed_input(v, x, cover)
+  local d = x:pad(cover):_pool({ v.a, v.a }, { v.m, v.m }):permute(4, 5, 1, 0, 2, 3)
+  return apply(v.BT, apply(v.BT, d, 0, on_cpu(x)), 1, true)
+end
+
+-- U (a^2, Cin, N*th*tw), stored plane-major (realize_rows_outer)
 local function input_transform(v, x, cover, th, tw)
   local n, cin = x.shape[1], x.shape[2]
-  local d = x:pad(cover):_pool({ v.a, v.a }, { v.m, v.m }):permute(4, 5, 1, 0, 2, 3) -- (a, a, Cin, N, th, tw)
-  return realize_rows_outer(apply(v.BT, apply(v.BT, d, 0, on_cpu(x)), 1, true)):reshape(v.a * v.a, cin, n * th * tw)
+  return realize_rows_outer(transformed_input(v, x, cover)):reshape(v.a * v.a, cin, n * th * tw)
 end
 
 -- V^T (a^2, Cout, Cin): the weights (Cout, Cin, r, r) in the transformed space, G w G^T
@@ -430,8 +441,7 @@ end
 local function blocked_forward(v, x, vt, cover, th, tw, b, rows)
   local n, cin, cout, a, m = x.shape[1], x.shape[2], vt.shape[2], v.a, v.m
   local t1 = th // rows
-  local d = x:pad(cover):_pool({ a, a }, { m, m }):permute(4, 5, 1, 0, 2, 3) -- (a, a, Cin, N, th, tw)
-  local t = apply(v.BT, apply(v.BT, d, 0, true), 1, true):reshape(a, a, cin, n, t1, rows, tw)
+  local t = transformed_input(v, x, cover):reshape(a, a, cin, n, t1, rows, tw)
   local ub = store_plane_rows(t:permute(3, 4, 0, 1, 2, 5, 6), n * t1, a * a, cin * b) -- (N, T1, a, a, Cin, rows, tw)
   local mb = vt:reshape(1, a * a, cout, cin):matmul(ub:reshape(n * t1, a * a, cin, b)) -- (blocks, a^2, Cout, b)
   mb = store_plane_rows(mb, n * t1, a * a, cout * b)
