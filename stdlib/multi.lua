@@ -427,12 +427,18 @@ local rules = {
     for j = 1, x.ndim do a[j] = a[j] or { 0, x.pieces[1].shape[j] } end
     return map(function(p) return raw.shrink(p, a) end, { x, n = 1 })
   end,
+  -- along the sharded dim, each piece flipped and the pieces in reverse order: device i gets the
+  -- flip of the piece of device n + 1 - i
   flip = function(x, ...)
     local ax = list_of(...)
-    for _, d in ipairs(ax) do
-      if x.axis and (d < 0 and d + x.ndim or d) == x.axis then error("flip: not along the sharded axis", 3) end
-    end
-    return map(function(p) return raw.flip(p, ax) end, { x, n = 1 })
+    local along = false
+    for _, d in ipairs(ax) do along = along or (x.axis and (d < 0 and d + x.ndim or d) == x.axis) end
+    local out = map(function(p) return raw.flip(p, ax) end, { x, n = 1 })
+    if not along then return out end
+    if eager(x.devices) then raw.realize_all(out.pieces) end
+    local moved = {}
+    for i, d in ipairs(x.devices) do moved[i] = out.pieces[#out.pieces + 1 - i]:to(d) end
+    return new(moved, x.devices, x.axis)
   end,
   dot = matmul,
   sum = function(x, axis, keepdim) return reduce("sum", x, axis, keepdim) end,
@@ -516,11 +522,32 @@ for _, k in ipairs({ "item", "tolist", "tobytes", "data" }) do
 end
 -- argmax's arange is one cached buffer whichever device asks first: it runs on the gathered tensor
 rules.argmax = function(x, ...) return gather(x):argmax(...) end
+-- Along the sharded axis these combine the pieces: softmax and log_softmax from the max and the
+-- sum over that axis (each combined across the devices, so gradients flow back through the
+-- copies); cumsum as each piece's own cumsum plus the sums of the pieces before it, copied over.
+local along = {
+  softmax = function(x, a)
+    local e = (x - reduce("max", x, a, true)):exp()
+    return e / reduce("sum", e, a, true)
+  end,
+  log_softmax = function(x, a)
+    local s = x - reduce("max", x, a, true)
+    return s - reduce("sum", s:exp(), a, true):log()
+  end,
+  cumsum = function(x, a)
+    local out = {}
+    for i, p in ipairs(x.pieces) do
+      out[i] = raw.cumsum(p, a)
+      for j = 1, i - 1 do out[i] = out[i] + raw.sum(x.pieces[j], a, true):to(x.devices[i]) end
+    end
+    return new(out, x.devices, x.axis)
+  end,
+}
 for _, k in ipairs({ "softmax", "log_softmax", "cumsum" }) do
   rules[k] = function(x, axis, ...)
     local a = axis or (k:match("softmax") and -1) or 0
     a = a < 0 and a + x.ndim or a
-    if x.axis and a == x.axis then error(k .. ": not along the sharded axis", 3) end
+    if x.axis and a == x.axis then return along[k](x, a) end
     return map(function(p, ...) return raw[k](p, axis, ...) end, table.pack(x, ...))
   end
 end
@@ -554,12 +581,27 @@ per_image("max_pool2d", function(k, ...)
   return rest[5] or (type(k) == "table" and k.return_indices)
 end)
 
+-- The primitive pad ({before, after} for each dim; x:pad, written in Lua, reaches it). Padding the
+-- sharded dim pads the whole tensor, not each device's share: it is gathered, padded, and cut
+-- again along that dim where the padded length still divides into the devices (else whole on
+-- each). cat joins by padding, so it takes this path along the sharded dim.
+local function pad(x, arg, ...)
+  local r = x.axis and type(arg) == "table" and arg[x.axis + 1]
+  if not (r and (r[1] ~= 0 or r[2] ~= 0)) then return map(raw.pad, table.pack(x, arg, ...)) end
+  local whole = raw.pad(gather(x), arg, ...)
+  return shard(whole, x.devices, whole.shape[x.axis + 1] % #x.devices == 0 and x.axis or nil)
+end
+-- rules of primitives whose Tensor method is written in Lua over them (the method itself runs on
+-- a sharded tensor unchanged)
+local primitive_rules = { pad = pad }
+
 -- A primitive called with a sharded argument anywhere: its rule, else piece by piece.
 local function call(name, ...)
   local first = ...
   if rules[name] and (is_multi(first) or name == "realize_all" or name == "assign" or name == "matmul") then
     return rules[name](...)
   end
+  if primitive_rules[name] and is_multi(first) then return primitive_rules[name](...) end
   if not raw[name] then error(("Tensor.%s does not take sharded tensors yet"):format(name), 3) end
   return map(raw[name], align(table.pack(...)), nil, broadcasting[name])
 end
