@@ -444,3 +444,29 @@ TEST_CASE("hand-coded opts: a transpose whose inner loops touch more lines than 
     }
   }
 }
+
+TEST_CASE("hand-coded opts: a pack reading a line of each row upcasts the panels so it reads 256 bytes in a "
+          "row, values right") {
+  settings().device = "CPU";
+  // B (K, N) packed into panels of 16 columns, (N / 16, K, 16), as a matmul's pack: the inner loop
+  // reads one line (16 floats) of a row, the panel loop continues it
+  const int K = 1024, N = 512; // 2 MiB, over the profile's 1 MiB L2; 64 rows (128 KiB) stay in it
+  for (int k : {K, 64}) {
+    std::vector<double> in = counting(static_cast<size_t>(k) * N, 0.25);
+    Tensor b = Tensor::from_data(in, {k, N}, DType::Float32);
+    b.realize();
+    std::vector<double> want(in.size());
+    for (int j = 0; j < N / 16; j++)
+      for (int r = 0; r < k; r++)
+        for (int l = 0; l < 16; l++)
+          want[(static_cast<size_t>(j) * k + r) * 16 + l] =
+              static_cast<float>(in[static_cast<size_t>(r) * N + j * 16 + l]);
+    for (int lanes : {8, 16}) {
+      ScopedMachine scoped(profile(lanes));
+      Ran r = lower_and_run(b.reshape({k, N / 16, 16}).permute({1, 0, 2}).contiguous());
+      INFO(k << " rows, " << lanes << " lanes, opts: " << list(r.opts));
+      CHECK(has_opt(r.opts, OptOp::UPCAST, 4) == (k == K)); // a small B stays in L2 in any order
+      check_close(r.values, want);
+    }
+  }
+}

@@ -291,6 +291,33 @@ void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
     if (n % amt == 0 && try_apply(k.ks, k.sts, k.applied, OptOp::LOCAL, pick, amt)) return;
 }
 
+// A copy whose innermost loop reads a big view one cache line at a time (a matmul's pack of B:
+// 16 floats of each of 1024 rows, then the next 16), where an outer loop d continues that run
+// in memory (the view's stride along d is the run's length) but loops between them jump away:
+// each line is a stream of its own, which a cold cache (the view read from memory) serves badly.
+// d is upcast so each step reads 256 bytes in a row. Measured on a Zen 3, the pack of a 1024x1024
+// B after 128 MiB through the caches, best and median of 8: 1.37 / 1.44 -> 0.85 / 1.02 ms at 1
+// thread, 0.76 / 0.83 -> 0.48 / 0.58 at 2 (4 runs of a line: 0.92-0.96 / 1.01 with 8 or 16).
+void lengthen_line_runs(CpuKernel& k, const UOp* stored, const Machine& m) {
+  size_t n = k.dims();
+  const ShapeTracker* out = k.full_store(stored);
+  if (n < 3 || !out || !k.ks.full[n - 1].is_const()) return;
+  const int64_t run = k.ks.full[n - 1].value();
+  for (auto& e : k.sts) {
+    if (!k.full_load(e) || e.second.views.size() != 1) continue;
+    const std::vector<int64_t>& st = e.second.views[0].strides;
+    int64_t line = run * itemsize(k.loaded.at(e.first));
+    if (st[n - 1] != 1 || line > 64 || k.bytes(e.second, k.loaded.at(e.first)) <= m.l2.bytes) continue;
+    for (size_t d = 0; d + 2 < n; d++) {
+      if (k.ks.kind[d] != kGlobal || !k.ks.full[d].is_const() || st[d] != run ||
+          out->views.back().strides[d] == 1)
+        continue;
+      int64_t amt = std::max<int64_t>(2, 256 / line);
+      if (k.ks.full[d].value() % amt == 0 && k.split(d, amt)) return;
+    }
+  }
+}
+
 // Whether every offset and size of a view is a number (no Variable): offset_of needs them.
 bool numeric(const ShapeTracker& st) {
   for (auto& v : st.views)
@@ -693,6 +720,7 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   if (!k.has_reduce()) {
     if (!upcast_joined_dims(k) && !upcast_masked_row(k, m) && !upcast_repeated_row(k))
       upcast_strided_copy(k, m);
+    if (k.applied.empty()) lengthen_line_runs(k, stored, m);
     order_for_transpose(k, stored, m);
     vectorize_interleaved_store(k, stored, m);
     return k.applied;
