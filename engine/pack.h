@@ -6,7 +6,9 @@
 // those R values apart (x @ W.T: a gather) or puts consecutive reduce steps a whole row apart
 // (4 KiB in a 1024-wide matrix: every step lands in the same cache sets), the kernel waits on
 // B's loads. The rule copies B once into panels of (reduce, R), GotoBLAS's packed B, in a kernel
-// of its own (boundary::pack); the matmul then reads B as one stream.
+// of its own (boundary::pack); the matmul then reads B as one stream. The other operand, where
+// it is read across its rows (a weight gradient's dY^T), is copied once with the reduce innermost
+// (boundary::rows), so each row of the tile streams too.
 #pragma once
 #include "engine/pattern.h"
 #include "engine/uop.h"

@@ -175,7 +175,8 @@ bool unsafe_under_pad(Ops op) {
 const char* contiguous_reason(const UOp& u) {
   const std::string* made_by = std::get_if<std::string>(&u.arg);
   if (!made_by) return boundary::contiguous;
-  return *made_by == "pack" ? boundary::pack : boundary::operand;
+  if (*made_by == "pack") return boundary::pack;
+  return *made_by == "rows" ? boundary::rows : boundary::operand;
 }
 
 // A movement chain from the kernel's root down to a node, outermost first.

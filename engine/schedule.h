@@ -31,6 +31,8 @@ inline constexpr const char* other_reduce = "a second reduce of another shape in
 inline constexpr const char* two_consumers = "used by two consumers that cannot share a loop";
 inline constexpr const char* pack =
     "a matmul's operand copied into panels, so the matmul's loop reads it in order (engine/pack.h)";
+inline constexpr const char* rows = "a matmul's operand read across its rows, copied with the reduce "
+                                    "innermost so each row streams (engine/pack.h)";
 inline constexpr const char* operand =
     "a matmul's broadcast operand, computed once instead of once per tile (engine/pack.h)";
 inline constexpr const char* copy = "a copy to another device (Tensor:to)";

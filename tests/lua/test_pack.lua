@@ -8,6 +8,7 @@ local test = H.test
 Tensor.manual_seed(5)
 
 local PACK = "copied into panels"
+local ROWS = "read across its rows"
 
 -- C = A @ B for nested lists (batched when A's rows are lists of lists)
 local function matmul(a, b)
@@ -120,8 +121,22 @@ test("a weight gradient reduces over batch and tokens: both reduce dims go into 
   -- dW[j][c] = sum over b, t of g[b][t][j] * x[b][t][c], as autograd builds it for x @ W.T
   local dw = (g:reshape(4, 64, 256, 1) * x:reshape(4, 64, 1, 64)):sum({ 0, 1 })
   assert(packs(dw) == 1, "one pack kernel")
+  -- g is read across its rows (dW's rows are g's columns): copied once, batch and tokens innermost
+  assert(reasons(dw, ROWS) == 1, "g copied with its rows streamed")
   local gl, xl = g:reshape(256, 256):tolist(), x:reshape(256, 64):tolist()
   H.same(dw:tolist(), matmul(transpose(gl), xl), 1e-3)
+end)
+
+test("an operand read across its rows is copied only where 64 columns or more read each element", function()
+  -- A.T @ B over 32 columns (Winograd's dU is such a product): the copy would cost as much as it saves
+  local a, b = Tensor.randn(512, 256):realize(), Tensor.randn(512, 32):realize()
+  local c = a:transpose():matmul(b)
+  assert(reasons(c, ROWS) == 0, "no copy for 32 columns")
+  H.same(c:tolist(), matmul(transpose(a:tolist()), b:tolist()), 1e-3)
+  local d = Tensor.randn(512, 64):realize()
+  local e = a:transpose():matmul(d)
+  assert(reasons(e, ROWS) == 1, "a copy for 64")
+  H.same(e:tolist(), matmul(transpose(a:tolist()), d:tolist()), 1e-3)
 end)
 
 test("a width no panel divides, and a small matmul: no pack, the same products", function()
