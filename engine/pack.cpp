@@ -147,11 +147,11 @@ UOpRef pack(const Match& m) {
   const std::vector<int64_t>& st = bi == 1 ? *sb : *sa;
   const int64_t width = row_width(s[n].value());
   if (width == 0 || st[k] == 0 || (st[n] == 1 && st[k] == width)) return nullptr; // already panels
-  const UOpRef a_op = rows_streamed(ops[1 - bi], bi == 1 ? *sa : *sb, s, k, n, axes);
   int64_t reuse = 1;
   for (size_t d = 0; d < dims; d++)
     if (!reduced(d) && st[d] == 0) reuse *= s[d].value();
   if (reuse < (st[n] == 1 ? kMinReuseRows : kMinReuseGather) || on_gpu(x.get())) return nullptr;
+  const UOpRef a_op = rows_streamed(ops[1 - bi], bi == 1 ? *sa : *sb, s, k, n, axes);
   // A B with contiguous rows and one reduce dim that fills at most a quarter of one core's L2
   // is read from there by every tile anyway. Measured, whole matmuls in turns, packed against
   // not: on the Xeon (2 MiB L2), matmul 256 (B 256 KiB) 115 against 140 GFLOPS at 2 threads; on

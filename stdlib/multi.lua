@@ -525,7 +525,7 @@ rules.argmax = function(x, ...) return gather(x):argmax(...) end
 -- Along the sharded axis these combine the pieces: softmax and log_softmax from the max and the
 -- sum over that axis (each combined across the devices, so gradients flow back through the
 -- copies); cumsum as each piece's own cumsum plus the sums of the pieces before it, copied over.
-local along = {
+local along_sharded = {
   softmax = function(x, a)
     local e = (x - reduce("max", x, a, true)):exp()
     return e / reduce("sum", e, a, true)
@@ -547,7 +547,7 @@ for _, k in ipairs({ "softmax", "log_softmax", "cumsum" }) do
   rules[k] = function(x, axis, ...)
     local a = axis or (k:match("softmax") and -1) or 0
     a = a < 0 and a + x.ndim or a
-    if x.axis and a == x.axis then return along[k](x, a) end
+    if x.axis and a == x.axis then return along_sharded[k](x, a) end
     return map(function(p, ...) return raw[k](p, axis, ...) end, table.pack(x, ...))
   end
 end

@@ -277,8 +277,9 @@ local function realize_blocked(t)
 end
 
 -- The forward's blocks: b tiles, whole rows of one image (b / tw rows), b two vectors of floats
--- (the matmul's row of 16 on AVX2), else one vector's; only where the output gradient's blocks are whole
--- rows within them, so that dV reads both in step. nil where none fits (U5's 6 x 6 tiles).
+-- (the matmul's row of 16 on AVX2), else one vector's; only where the output gradient's blocks
+-- are whole rows within them, so that dV reads both in step. nil where none fits (U5's 6 x 6
+-- tiles).
 local function forward_blocking(n, th, tw)
   local _, grows = grad_blocking(n, th, tw)
   if not grows then return nil end

@@ -204,9 +204,8 @@ end)
 -- more where it is an even number of lines: with 8, 32 blocks of 128 values (8 lines) stored 144
 -- apart, planes of 4608 values, 4.5 KiB: 18 in each of 2 sets, so a line more (4624); with 16, 16
 -- blocks of 256 (+16), 4352, 4.25 KiB: 9 in each of 4 sets, a line more on the 8-way L1 only
--- (4368). Each L1 and width
--- in a process of its own (MG_L1D_KB), the buffers' sizes and the gradients against the direct
--- convolution.
+-- (4368). Each L1 and width in a process of its own (MG_L1D_KB), the buffers' sizes and the
+-- gradients against the direct convolution.
 H.cpu_test("the transforms' planes are padded apart by the L1's ways, values as the direct conv", function()
   local script = os.tmpname()
   local f = assert(io.open(script, "w"))
