@@ -617,37 +617,41 @@ std::vector<size_t> outer_loops(const CpuKernel& k) {
   return outer;
 }
 
-// BLOCK: the reduce in blocks, each over all the outputs, sized so that the inputs' slices of one
-// block fill one core's L2 (1 MiB here; the commit that measured it called this half of a 2 MiB
-// L2, which is the two cores' together). Measured: that weight gradient 9.1 -> 6.7 ms against
-// the loop order of order_outer_loops, at 1 thread and at 2; 16 -> 8 ms against no remedy.
+// BLOCK: the reduce in blocks, each over all the outputs, sized so that one block's slices of the
+// inputs read again (each pass of an output loop re-reads what does not depend on it) fill half of
+// one core's L2; an input re-read within L1 (a matmul tile's 8 rows of A, read again for every
+// column panel) needs no room there. Measured: a weight gradient (64x36864 by 36864x288) 9.1 ->
+// 6.7 ms against the loop order of order_outer_loops, at 1 thread and at 2; 16 -> 8 ms against
+// no remedy.
 //
-// An input re-read from the L3 (past L2, within cached_bytes) is blocked too, where the blocks
-// are long: each block stores and reloads the outputs' partial sums, which 64 iterations of the
-// tiled reduce loop pay for. Measured on the Xeon (2 MiB L2), matmul 1024 (its packed B of 4 MiB
-// streamed from L3 once per 8 rows of A), 4 blocks of 64 iterations (256 of K), in turns with
-// the unblocked kernel: 69-84 -> 78-113 GFLOPS at 1 thread, 117-145 -> 133-197 at 2. Its
-// AVX2-profile kernel (4x16 tiles, 8 of K an iteration) got 56 -> 52 GFLOPS from blocks of 32
-// iterations, which this bound leaves out; so do a Zen 4's 1 MiB and a Zen 3's 512 KiB L2.
+// A block stores and reloads its outputs' partial sums, which 16 iterations of a tiled reduce
+// loop pay for. Matmul 1024 (its packed B of 4 MiB streamed from L3 once per 8 rows of A): on an
+// Intel Xeon with 2 MiB L2, 4 blocks of 256 of K, 69-84 -> 78-113 GFLOPS at 1 thread, 117-145 ->
+// 133-197 at 2 (in turns with the unblocked kernel). On an Intel Xeon with 1 MiB L2 (family 6
+// model 85, AVX-512), where the inputs' slices together had found no block of 64 iterations or
+// more, 8 blocks of 128 of K: 67-70 -> 74-82 GFLOPS at 1 thread, and the weight gradient above
+// 39-41 -> 40-49; under the AVX2 profile with a 512 KiB L2 on that machine, the MNIST step's
+// Winograd weight gradient (36 matmuls reading 9 MiB again) 55-58 -> 47 ms. Blocks of twice
+// the L2 (a Zen 3's 512 KiB, AVX2's 4x16 tile, 256 of K) had run 56 -> 52 GFLOPS.
 bool block_reduce(CpuKernel& k, const std::vector<size_t>& outer, const Machine& m) {
   size_t r = std::find(k.ks.kind.begin(), k.ks.kind.end(), kReduce) - k.ks.kind.begin();
   if (!k.ks.stores_reduce || r >= k.dims() || outer.empty()) return false;
-  const int64_t cached = cached_bytes(m), block = m.l2.bytes / m.l2.shared_by;
-  int64_t step = 0;   // bytes of the inputs per iteration of that reduce loop
+  const int64_t block = m.l2.bytes / m.l2.shared_by;
+  int64_t step = 0;   // bytes per iteration of that reduce loop of the inputs read again
   int64_t reread = 0; // the most bytes one pass of an output loop reads again
   for (auto& e : k.sts) {
     if (!k.full_load(e)) continue;
     auto& [u, st] = e;
-    int64_t n = k.bytes(st, k.loaded.at(u));
-    if (st.views.back().strides[r] != 0) step += n / k.ks.full[r];
     // what one pass of loop o reads again: the loops inside it (a batched matmul's batch loop,
     // outside, reads another slice each time: 36 Winograd matmuls of 0.6 MiB are no 21 MiB input)
+    int64_t again = 0;
     for (size_t o : outer)
-      if (st.views.back().strides[o] == 0) reread = std::max(reread, k.bytes(st, k.loaded.at(u), o + 1));
+      if (st.views.back().strides[o] == 0) again = std::max(again, k.bytes(st, k.loaded.at(u), o + 1));
+    reread = std::max(reread, again);
+    if (st.views.back().strides[r] != 0 && again > m.l1d.bytes) step += again / k.ks.full[r];
   }
   if (reread <= block || step <= 0) return false;
-  const int64_t shortest = reread > cached ? 16 : 64;
-  for (int64_t amt = std::min(k.ks.full[r] / 2, block / step); amt >= shortest; amt--)
+  for (int64_t amt = std::min(k.ks.full[r] / 2, block / 2 / step); amt >= 16; amt--)
     if (k.ks.full[r] % amt == 0) {
       k.apply(OptOp::BLOCK, r, amt);
       return true;
