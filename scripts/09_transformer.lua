@@ -74,6 +74,9 @@ if #opts.prompt > cfg.block then
   error(("the prompt has %d characters; the model sees at most %d (the block)"):format(#opts.prompt, cfg.block), 0)
 end
 if #opts.prompt == 0 then error("the prompt is empty: generation starts from at least one character", 0) end
+if opts.gen < 4 then -- the speed is timed after the first 3 characters (compiles, warm-up)
+  error(("--gen %s: write at least 4 characters (the speed is timed after the first 3)"):format(opts.gen), 0)
+end
 local prompt = encode(opts.prompt)
 
 -- batches(split, seed): a function returning (x, y), each (batch, block) uint8: x from random

@@ -39,15 +39,21 @@ const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union {
 // n an integer and |f| <= 1/2; 2^f by its Taylor series to degree 7 (truncation error 5e-9,
 // below float32's rounding); 2^n by building the exponent bits, in two halves so that results
 // down to the subnormals and up to inf come out right. Integer x gives exact powers of two.
+// Below -150 (a masked attention score's -inf) 2^x rounds to 0, which is returned without
+// computing it: the product would underflow, and on an Intel core each vector whose product
+// underflows takes a microcode assist. A causal softmax's exponentials and their gradient (half
+// the lanes masked), 1.3 -> 0.4 ms a kernel (Intel Xeon, family 6 model 85, 1 thread; the GPT
+// step's kernels 140.5 -> 112.2 ms).
 const char* kExp2 =
     "static inline float mg_exp2f(float x) {\n"
-    "  float c = fminf(fmaxf(x, -151.0f), 129.0f), n = __builtin_rintf(c), f = c - n;\n"
+    "  int zero = x < -150.0f;\n"
+    "  float c = zero ? 0.0f : fminf(x, 129.0f), n = __builtin_rintf(c), f = c - n;\n"
     "  float p = 1.0f + f * (0.693147181f + f * (0.240226507f + f * (0.0555041087f + f * (0.00961812911f\n"
     "    + f * (0.00133335581f + f * (0.000154035304f + f * 0.0000152527338f))))));\n"
     "  int e = (int)n, a = e >> 1, b = e - a;\n"
     "  union { unsigned int u; float f; } sa = { (unsigned int)(a + 127) << 23 }, sb = { (unsigned int)(b + "
     "127) << 23 };\n"
-    "  return x != x ? x : p * sa.f * sb.f;\n"
+    "  return x != x ? x : zero ? 0.0f : p * sa.f * sb.f;\n"
     "}\n";
 
 // log2 in float32 the same way: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), and log2(m) by the

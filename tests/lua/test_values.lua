@@ -192,6 +192,11 @@ H.cpu_test("float32 exp2 (the renderer's own, vectorizable) is exact on integers
   end
   local special = Tensor({ 1 / 0, -1 / 0, 0 / 0, 128, -200 }, "float32"):exp2():tolist()
   assert(special[1] == 1 / 0 and special[2] == 0 and special[3] ~= special[3] and special[4] == 1 / 0 and special[5] == 0)
+  -- at the bottom of the subnormals: 2^-149.5 rounds to 2^-149, 2^-150 (a tie) and below to 0,
+  -- which comes from a select that skips the product (no subnormal arithmetic for masked lanes)
+  local edge = Tensor({ -149.5, -150, -150.25, -151, -1e30 }, "float32"):exp2():tolist()
+  assert(edge[1] == 2.0 ^ -149, ("exp2(-149.5) = %.9g, expected 2^-149"):format(edge[1]))
+  for i = 2, 5 do assert(edge[i] == 0, ("exp2 of input %d = %.9g, expected 0"):format(i, edge[i])) end
 end)
 
 H.cpu_test("float32 log2 (the renderer's own, vectorizable) is exact on powers of two and within 2 ulp elsewhere", function()
