@@ -254,23 +254,33 @@ int64_t lines_inside(const CpuKernel& k, size_t d) {
   return lines;
 }
 
-// A transpose too small for order_for_transpose whose inner loops still touch more of a loaded
-// view's lines than the L1 holds: each line is gone before the loop over d, along which the view
-// is contiguous, comes back for its next value. d is upcast by a line's worth of elements, so
-// each line is read whole at once (the stores scatter as before). Measured on a Zen 3, 1 thread:
-// the GPT's dY (12x64x512) copied with its 768 rows innermost (engine/pack.cpp's rows_streamed)
-// 1.25-1.40 -> 0.14 ms (LOCAL 16 instead: 0.16; a half line: 0.23); the MNIST CNN's overlap-add of
-// the window gradients (512x32x6x2x6x2), each kernel's best of 5 steps, 10.0-10.6 -> 8.3-8.4 ms.
+// A transpose too small for order_for_transpose: each line of a loaded view holds a run of values
+// along d, but the loops inside d stride across rows, so the value after each comes back only a
+// row-walk later. The store's contiguous dim (the innermost loop) is upcast by a line's worth of
+// elements and d's loop moves innermost: each step reads one value from each of a line's worth of
+// rows, lines that stay in L1 while d walks along them (as many streams as a prefetcher follows),
+// and stores one whole line. Measured on an Intel Xeon (family 6 model 85), 1 thread: the GPT's
+// dY (12x64x512) copied with its 768 rows innermost 1.0 -> 0.28-0.31 ms; transposes of 128x512
+// 0.158 -> 0.033, 512x768 1.1 -> 0.38-0.6, 1024x1024 4.9 -> 2.1-2.5. Where the store's dim is no
+// multiple of a line, and the rows walked overflow L1, d is upcast by a line instead (each line
+// read whole, the stores scattered over a line's worth of rows): on a Zen 3 that copy of dY
+// 1.25-1.40 -> 0.14 ms, on that Xeon 1.0 ms; a 760x512 transpose there 1.2 -> 0.94.
 void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_t>& ws, const Machine& m) {
   for (auto& e : k.sts) {
     if (!k.full_load(e)) continue;
     const std::vector<int64_t>& st = e.second.views.back().strides;
     if (st[inner] == 1 || st[inner] == 0) continue;
     int64_t line = 64 / itemsize(k.loaded.at(e.first));
+    bool whole_stores = ws[inner] == 1 && k.ks.full[inner].is_const() && k.ks.full[inner].value() % line == 0;
     for (size_t d = 0; d < inner; d++) {
       if (k.ks.kind[d] != kGlobal || !k.ks.full[d].is_const() || st[d] != 1 || ws[d] == 1) continue;
-      if (lines_inside(k, d) * 64 <= m.l1d.bytes || k.ks.full[d].value() % line != 0) continue;
-      if (k.split(d, line)) return;
+      int64_t bytes = lines_inside(k, d) * 64;
+      if (whole_stores && bytes > m.l1d.bytes / 8 && k.split(inner, line)) {
+        k.apply(OptOp::SWAP, d, opt_at(k.ks, OptOp::SWAP, inner, 0).axis);
+        return;
+      }
+      if (!whole_stores && bytes > m.l1d.bytes && k.ks.full[d].value() % line == 0 && k.split(d, line))
+        return;
     }
   }
 }
