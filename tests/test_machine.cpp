@@ -329,7 +329,7 @@ TEST_CASE("hand-coded opts: the cache sizes decide BLOCK, values right") {
 }
 
 TEST_CASE(
-    "hand-coded opts: an input re-read from L3 is blocked for L2 where the blocks are long, values right") {
+    "hand-coded opts: an input re-read from L3 is blocked so its slices fill half the L2, values right") {
   settings().device = "CPU";
   const int M = 64, K = 2048, N = 64; // 512 KiB per input
   std::vector<double> a = counting(M * K, 1.0 / 64), b = counting(K * N, 1.0 / 32);
@@ -341,9 +341,8 @@ TEST_CASE(
       if (o.op == OptOp::BLOCK) return o.amount;
     return int64_t{0};
   };
-  // B (512 KiB) outgrows a 256 KiB L2 but stays within the L3's cached share (1 MiB): each pass
-  // over A's rows streams it from L3, so the reduce runs in blocks of 64 iterations (2 KiB of B
-  // each: 128 KiB, half the L2)
+  // B (512 KiB) outgrows a 256 KiB L2: each pass over A's rows streams it from L3, so the reduce
+  // runs in blocks of 64 iterations (2 KiB of B each: 128 KiB, half the L2)
   {
     ScopedMachine scoped(profile(16, {{"MG_L2_KB", "256"}, {"MG_L3_KB", "4096"}}));
     Ran r = lower_and_run(ta.matmul(tb));
