@@ -166,6 +166,40 @@ TEST_CASE("symbolic folds a gated load: false reads nothing (0), true is no gate
   CHECK(maybe->src[0]->src.size() == 3);
 }
 
+TEST_CASE("symbolic simplifies a gated index within the bounds its gate sets", "[symbolic]") {
+  // the middle piece of three joined along 24 chunks of 16 (a concatenation of q, k and v's
+  // gradients), read through its own view's divisions: valid for 8 <= c < 16 only, where
+  // c*16 - 128 >= 0 and the divisions fold
+  auto r = range(12, 0), c = range(24, 1), t = range(64, 2);
+  UOpRef buf = UOp::make(Ops::DEFINE_GLOBAL, DType::Float32, {}, int64_t(1));
+  UOpRef x = r * 8192 + t * 128 + c * 16 + -128;
+  UOpRef idx = alu(Ops::MOD, {alu(Ops::IDIV, {x, ci(8192)}), ci(12)}) * 8192 +
+               alu(Ops::MOD, {alu(Ops::IDIV, {x, ci(128)}), ci(64)}) * 32 +
+               alu(Ops::MOD, {alu(Ops::IDIV, {x, ci(32)}), ci(4)}) * 2048 + alu(Ops::MOD, {x, ci(32)});
+  UOpRef gate = alu(Ops::AND, {alu(Ops::CMPLT, {ci(127), c * 16}), lt(c, 16)});
+  UOpRef index = UOp::make(Ops::INDEX, DType::Float32, {buf, idx, gate});
+  UOpRef s = simp(index);
+  REQUIRE(s->op == Ops::INDEX);
+  REQUIRE(s->src.size() == 3); // the gate stays
+  int divisions = 0;
+  for (const UOp* u : toposort(s->src[1].get()))
+    divisions += u->op == Ops::IDIV || u->op == Ops::MOD;
+  CHECK(divisions < 4); // of the 8 (was none simplified: they need x >= 0)
+  // equal wherever the gate holds (elsewhere nothing is read)
+  mgtest::for_each_index({12, 24, 64}, [&](const std::vector<int64_t>& pt) {
+    mgtest::Evaluator ea, eb;
+    ea.vars[r.get()] = eb.vars[r.get()] = pt[0];
+    ea.vars[c.get()] = eb.vars[c.get()] = pt[1];
+    ea.vars[t.get()] = eb.vars[t.get()] = pt[2];
+    if (ea.eval(gate) == 0) return;
+    REQUIRE(ea.eval(idx) == eb.eval(s->src[1]));
+  });
+  // a gate no index satisfies is left as it is (the load folds elsewhere)
+  UOpRef never = UOp::make(Ops::INDEX, DType::Float32,
+                           {buf, idx, alu(Ops::AND, {alu(Ops::CMPLT, {ci(300), c * 16}), lt(c, 16)})});
+  CHECK(simp(never)->src[1] == simp(idx));
+}
+
 TEST_CASE("symbolic folds chains of constants", "[symbolic]") {
   auto i = range(10, 0);
   auto a = simp(((i + 3.0) + 4.0) + 5.0);

@@ -449,4 +449,38 @@ H.cpu_test("a 2x2 max-pool's gradient: split by the pool's 2 and vectorized, val
   end
 end)
 
+H.cpu_test("a concatenation with a transposed piece: split into its pieces, values as a Lua loop", function()
+  -- 3 equal pieces along the last dim (the GPT's q, k and v gradients joined): split into the
+  -- pieces, upcast, a loop along each (heuristic.cpp, split_joined_pieces); unequal pieces keep
+  -- one loop whose transposed piece reads whole lines (upcast_transposed_line)
+  for _, widths in ipairs({ { 32, 32, 32 }, { 32, 16, 48 } }) do
+    local a = Tensor.randn(2, 24, widths[1]):realize()
+    local b = Tensor.randn(2, 4, 24, widths[2] // 4):realize() -- heads merged back
+    local c = Tensor.randn(2, widths[3], 24):realize() -- transposed
+    local y = Tensor.cat({ a, b:permute(0, 2, 1, 3):reshape(2, 24, widths[2]), c:transpose(1, 2) }, 2)
+    local opts = table.concat(y:schedule()[1].opts, " ")
+    if widths[1] == widths[3] then
+      assert(opts:find("LOCAL(2, 32) UPCAST(2, 3)", 1, true), "equal pieces split: " .. opts)
+    end
+    local al, bl, cl, yl = a:tolist(), b:tolist(), c:tolist(), y:tolist()
+    for n = 1, 2 do
+      for t = 1, 24 do
+        for j = 1, widths[1] + widths[2] + widths[3] do
+          local want
+          if j <= widths[1] then
+            want = al[n][t][j]
+          elseif j <= widths[1] + widths[2] then
+            local k = j - widths[1] - 1
+            local hd = widths[2] // 4
+            want = bl[n][k // hd + 1][t][k % hd + 1]
+          else
+            want = cl[n][j - widths[1] - widths[2]][t]
+          end
+          assert(yl[n][t][j] == want, ("%s (%d,%d,%d): %g, want %g"):format(opts, n, t, j, yl[n][t][j], want))
+        end
+      end
+    end
+  end
+end)
+
 H.done()
