@@ -29,6 +29,11 @@ const char* kPrelude =
     "  trunc(double);\n"
     "#define NAN __builtin_nanf(\"\")\n"
     "#define INFINITY __builtin_inff()\n";
+// A tile's vectors (engine/codegen/slp.h): GCC's vector types, which C lets mix with scalars.
+const char* kVectors = "typedef float mg_float8 __attribute__((vector_size(32)));\n"
+                       "typedef float mg_float8u __attribute__((vector_size(32), aligned(4)));\n"
+                       "typedef float mg_float16 __attribute__((vector_size(64)));\n"
+                       "typedef float mg_float16u __attribute__((vector_size(64), aligned(4)));\n";
 const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union { unsigned int u; float f; } "
                     "x = { (unsigned int)h << 16 }; return x.f; }\n"
                     "static inline unsigned short f32_to_bf16(float f) { union { float f; unsigned int u; } "
@@ -134,7 +139,12 @@ int preferred_vector_bits(const std::vector<UOpRef>& linear) {
       std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; });
   int64_t row = tile_row_width(linear, accumulators);
   if (row < 16) return 256;
-  return machine().simd.float_lanes >= 16 && accumulators >= 2 && row % 16 == 0 ? 512 : 0;
+  if (machine().simd.float_lanes < 16) return 0;
+  if (accumulators == 0 && std::any_of(linear.begin(), linear.end(), [](const UOpRef& u) {
+        return u->op == Ops::EXP2 || u->op == Ops::LOG2 || u->op == Ops::SIN;
+      }))
+    return 512;
+  return accumulators >= 2 && row % 16 == 0 ? 512 : 0;
 }
 
 bool window_reduce(const std::vector<UOpRef>& linear) {
@@ -172,6 +182,10 @@ const Dialect& c_dialect() {
     d.reassociate = true;
     d.vector_loop = "#pragma clang loop vectorize(enable)";
     d.tile_loop = "#pragma clang loop unroll(disable)";
+    d.vector_lanes = [] {
+      int lanes = machine().simd.float_lanes;
+      return lanes == 8 || lanes == 16 ? lanes : 0;
+    };
     d.header = [](const KernelParts& k) {
       std::ostringstream os;
       const std::vector<UOpRef>& linear = *k.linear;
@@ -184,7 +198,8 @@ const Dialect& c_dialect() {
       bool bf16 = false; // in a value or a buffer (DEFINE_GLOBAL has the element dtype)
       for (auto& u : linear)
         bf16 |= u->dtype == DType::BFloat16;
-      os << kPrelude << (bf16 ? kBf16 : "") << (k.body.find("mg_exp2f(") != std::string::npos ? kExp2 : "")
+      os << kPrelude << (k.body.find("mg_float") != std::string::npos ? kVectors : "") << (bf16 ? kBf16 : "")
+         << (k.body.find("mg_exp2f(") != std::string::npos ? kExp2 : "")
          << (k.body.find("mg_log2f(") != std::string::npos ? kLog2 : "");
       // The buffers arrive as parameters marked restrict: clang takes restrict on a parameter
       // as "no other pointer reaches this memory", but not on a local copied from bufs[i], and
@@ -209,7 +224,7 @@ const Dialect& c_dialect() {
   return d;
 }
 
-std::vector<std::string> c_preamble() { return {kPrelude, kBf16, kExp2, kLog2}; }
+std::vector<std::string> c_preamble() { return {kPrelude, kVectors, kBf16, kExp2, kLog2}; }
 
 // The vector unit the opts were sized for, no wider: under MG_VECTOR_WIDTH=8 on an AVX-512 CPU,
 // clang would otherwise still use 32 registers and so hide a tile that spills on AVX2.

@@ -1,5 +1,7 @@
 #include "engine/codegen/cstyle.h"
 
+#include "engine/codegen/slp.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -142,6 +144,9 @@ struct CRender {
   bool par_nested = false;  // whether it has loops inside
   bool one_acc = false;     // the kernel has a single accumulator
   std::unordered_set<const UOp*> tiles; // tile loops (linearize.h)
+  Packs packs;                          // a tile's scalars written as vectors (slp.h)
+  std::unordered_map<int, std::string> pack_expr;
+  std::unordered_map<int, int> pack_uses; // by the other packs
 
   std::string fresh(const std::string& p) { return p + std::to_string(counters[p]++); }
   void line(const std::string& s) { body << std::string(ind * 2, ' ') << s << "\n"; }
@@ -276,6 +281,91 @@ void render_shared(CRender& r, const UOpRef& u) {
     r.shared.push_back(decl);
 }
 
+// The terms of a sum of packs, each pack an addition used only there taken apart.
+void sum_terms(const CRender& r, int id, std::vector<int>& out) {
+  const Pack& p = r.packs.packs[static_cast<size_t>(id)];
+  if (p.kind == Pack::Alu && p.members[0]->op == Ops::ADD && r.pack_uses.at(id) == 1 && p.src[0] >= 0 &&
+      p.src[1] >= 0) {
+    sum_terms(r, p.src[0], out);
+    sum_terms(r, p.src[1], out);
+  } else {
+    out.push_back(id);
+  }
+}
+
+// An accumulator's new value. acc + (t0 + t1 + ...) (an unrolled reduce's terms summed first) is
+// written ((acc + t0) + t1) + ..., so that each product fuses with its addition into one
+// multiply-add, as the loop without the unroll would add them.
+std::string accumulated(CRender& r, const Pack& assign) {
+  const int acc = assign.src[0], value = assign.src[1];
+  const Pack& v = r.packs.packs[static_cast<size_t>(value)];
+  if (v.kind != Pack::Alu || v.members[0]->op != Ops::ADD || r.pack_uses.at(value) != 1 ||
+      (v.src[0] != acc && v.src[1] != acc) || v.src[0] == v.src[1])
+    return r.pack_expr.at(value);
+  const int rest = v.src[0] == acc ? v.src[1] : v.src[0];
+  if (rest < 0) return r.pack_expr.at(value);
+  std::vector<int> terms;
+  sum_terms(r, rest, terms);
+  std::string e = r.pack_expr.at(acc);
+  for (int t : terms)
+    e = "(" + e + "+" + r.pack_expr.at(t) + ")";
+  return e;
+}
+
+// A pack (slp.h) as one vector statement, written where its last lane's scalar would be.
+void render_pack(CRender& r, int id) {
+  const Pack& p = r.packs.packs[static_cast<size_t>(id)];
+  const std::string t = "mg_float" + std::to_string(r.packs.lanes), tu = t + "u";
+  const UOp& u0 = *p.members[0];
+  auto splat = [&](const std::string& x) {
+    std::string s = "(" + t + "){";
+    for (int l = 0; l < r.packs.lanes; l++)
+      s += (l ? ", " : "") + x;
+    return s + "}";
+  };
+  // source s of the pack's op: its pack's vector, or the one scalar all lanes read
+  auto operand = [&](size_t s, bool vector) {
+    int q = p.src[s];
+    if (q >= 0) return r.pack_expr.at(q);
+    return vector ? splat(r.E(u0.src[s])) : r.E(u0.src[s]);
+  };
+  auto address = [&](const UOp& idx) { return "&" + element(r, idx); };
+  auto declare = [&](const std::string& prefix, const std::string& value) {
+    std::string n = r.fresh(prefix);
+    r.line(t + " " + n + " = " + value + ";");
+    r.pack_expr[id] = n;
+  };
+  switch (p.kind) {
+  case Pack::Acc:
+    return declare("acc", splat(r.E(u0.src[0])));
+  case Pack::Load:
+    return declare("val", "*(const " + tu + "*)" + address(*u0.src[0]));
+  case Pack::Assign:
+    return r.line(r.pack_expr.at(p.src[0]) + " = " + accumulated(r, p) + ";");
+  case Pack::Store:
+    return r.line("*(" + tu + "*)" + address(*u0.src[0]) + " = " + r.pack_expr.at(p.src[0]) + ";");
+  case Pack::Alu:
+    break;
+  }
+  std::string e;
+  switch (u0.op) {
+  case Ops::NEG:
+    e = "(-" + operand(0, false) + ")";
+    break;
+  case Ops::WHERE:
+    e = "(" + operand(0, false) + "?" + operand(1, true) + ":" + operand(2, true) + ")";
+    break;
+  default: {
+    const char* op = u0.op == Ops::ADD ? "+" : u0.op == Ops::SUB ? "-" : u0.op == Ops::MUL ? "*" : "/";
+    e = "(" + operand(0, false) + op + operand(1, false) + ")";
+  }
+  }
+  if (r.pack_uses[id] == 1 && u0.op != Ops::WHERE)
+    r.pack_expr[id] = e; // written into its one user
+  else
+    declare("vec", e);
+}
+
 // What each non-ALU op of the linear program becomes.
 const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)>& c_rules() {
   static const std::unordered_map<Ops, void (*)(CRender&, const UOpRef&)> rules{
@@ -338,8 +428,17 @@ std::string render_cstyle(const Dialect& dl, const std::string& fn, const std::v
                             [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) == 1;
   r.par_nested =
       std::count_if(linear.begin(), linear.end(), [](const UOpRef& u) { return u->op == Ops::RANGE; }) > 1;
+  if (dl.vector_lanes) r.packs = find_packs(linear, dl.vector_lanes());
+  for (auto& p : r.packs.packs)
+    for (int q : p.src)
+      if (q >= 0) r.pack_uses[q]++;
   const auto& rules = c_rules();
-  for (auto& u : linear) {
+  for (size_t i = 0; i < linear.size(); i++) {
+    const UOpRef& u = linear[i];
+    if (auto p = r.packs.of.find(u.get()); p != r.packs.of.end()) {
+      if (r.packs.packs[static_cast<size_t>(p->second)].last == i) render_pack(r, p->second);
+      continue;
+    }
     auto it = rules.find(u->op);
     if (it != rules.end())
       it->second(r, u);

@@ -452,8 +452,10 @@ test("conv2d and max_pool2d of a batch cut along dim 0 run per device, Winograd 
   end
   local y1, dx1, dw1 = run(false)
   local y2, dx2, dw2, log = run(true)
-  same(y2, y1, 1e-5)
-  same(dx2, dx1, 1e-5)
+  -- two batch sizes, two kernels each: their float32 sums differ in order (Winograd's error is
+  -- about 1e-6 of the largest value, outputs up to 5 here)
+  same(y2, y1, 5e-5)
+  same(dx2, dx1, 5e-5)
   same(dw2, dw1, 1e-3) -- the weight's gradient (values up to 25): two devices' sums added
   -- Winograd's 36 matmuls (one per transformed position) ran on the second device too
   local wino = false

@@ -158,4 +158,32 @@ test("NOOPT leaves the schedule as written", function()
   assert(packs(a:matmul(b)) == rows_packed)
 end)
 
+test("the tile's accumulators as vectors (engine/codegen/slp.h): the products those of a triple loop", function()
+  -- rows of the profile's lanes: each row of the tile one vector of mg_float<lanes>; then with a
+  -- bias and a scale after it (a kernel of their own), and a row no vector fills (scalars as before)
+  local a, b = Tensor.randn(96, 128):realize(), Tensor.randn(128, 64):realize()
+  local bias = Tensor.randn(64):realize()
+  local vec = "mg_float" .. lanes .. " acc"
+  local src = show.try_opts(a:matmul(b)).src -- before the product is realized (a graph is realized once)
+  if a.device == "CPU" then assert(src:find(vec, 1, true), "the tile's rows as " .. vec .. ":\n" .. src) end
+  for _, case in ipairs({
+    { a:matmul(b), matmul(a:tolist(), b:tolist()) },
+    { (a:matmul(b) + bias) * 0.5, nil },
+  }) do
+    local y, want = case[1], case[2]
+    if not want then
+      want = matmul(a:tolist(), b:tolist())
+      local bl = bias:tolist()
+      for i = 1, #want do
+        for j = 1, #want[1] do want[i][j] = (want[i][j] + bl[j]) * 0.5 end
+      end
+    end
+    H.same(y:tolist(), want, 1e-3)
+  end
+  local c, d = Tensor.randn(24, 40):realize(), Tensor.randn(40, 26):realize()
+  src = show.try_opts(c:matmul(d)).src
+  assert(not src:find("mg_float", 1, true), "a 26-wide row stays scalar")
+  H.same(c:matmul(d):tolist(), matmul(c:tolist(), d:tolist()), 1e-4)
+end)
+
 H.done()
