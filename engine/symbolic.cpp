@@ -130,6 +130,9 @@ UOpRef fold_by_gcd(const UOpRef& xu, int64_t c, bool want_div) {
   return nullptr;
 }
 
+// a / b rounded down (C rounds toward 0)
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
 // (sum of coef_i * t_i + k) // c and % c for x >= 0: split each coefficient (and k) into a
 // multiple of c and a remainder in [0, c). With x = Q*c + R, floor(x/c) = Q + floor(R/c), and
 // if R's range stays within one multiple of c the quotient and remainder are exact.
@@ -137,7 +140,6 @@ UOpRef fold_divmod(const UOpRef& xu, int64_t c, bool want_div) {
   if (c <= 0 || xu->vmin() < 0) return nullptr;
   std::vector<UOpRef> quot, rest;
   bool moved = false;
-  auto floordiv = [&](int64_t v) { return v >= 0 ? v / c : -((-v + c - 1) / c); };
   for (auto& t : split_add(xu)) {
     bool is_const = t->op == Ops::CONST, scaled = t->op == Ops::MUL && t->src[1]->op == Ops::CONST;
     if (!is_const && !scaled) {
@@ -145,7 +147,7 @@ UOpRef fold_divmod(const UOpRef& xu, int64_t c, bool want_div) {
       continue;
     }
     int64_t v = static_cast<int64_t>((is_const ? t : t->src[1])->const_value());
-    int64_t q = floordiv(v), r = v - q * c;
+    int64_t q = floor_div(v, c), r = v - q * c;
     if (q == 0) {
       rest.push_back(t);
       continue;
@@ -299,8 +301,6 @@ std::optional<Linear> linear_in_one(const UOpRef& e) {
   if (!l.v || l.k <= 0) return std::nullopt;
   return l;
 }
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 
 // tinygrad's simplify_valid: a gated access's index simplified within the bounds its gate sets on
 // the loop indices. A concatenation's piece is read only where its index is in the piece, e.g.

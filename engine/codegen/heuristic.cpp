@@ -529,14 +529,7 @@ bool split_joined_pieces(CpuKernel& k) {
   for (size_t d = k.dims(); d-- > 0;) {
     if (k.ks.kind[d] != kGlobal || !k.ks.full[d].is_const()) continue;
     const int64_t n = k.ks.full[d].value();
-    std::vector<std::pair<int64_t, int64_t>> pieces;
-    for (auto& e : k.sts) {
-      const std::optional<Mask>& mask = e.second.views.back().mask;
-      if (!k.full_load(e) || !mask) continue;
-      std::pair<int64_t, int64_t> r = (*mask)[d];
-      if ((r.first != 0 || r.second != n) && std::find(pieces.begin(), pieces.end(), r) == pieces.end())
-        pieces.push_back(r);
-    }
+    const std::vector<std::pair<int64_t, int64_t>> pieces = stack_ranges(k.ks, k.sts, d);
     const int64_t count = static_cast<int64_t>(pieces.size());
     if (count < 2 || count > 8 || n % count != 0) continue;
     const int64_t len = n / count;

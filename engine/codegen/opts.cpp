@@ -124,7 +124,7 @@ Opt opt_at(const KernelShape& ks, OptOp op, size_t d, int64_t amount) {
   return {op, axis, amount};
 }
 
-int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d) {
+std::vector<std::pair<int64_t, int64_t>> stack_ranges(const KernelShape& ks, const ViewList& sts, size_t d) {
   std::vector<std::pair<int64_t, int64_t>> pieces;
   for (auto& e : sts) {
     const std::optional<Mask>& mask = e.second.views.back().mask;
@@ -134,7 +134,11 @@ int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d) {
         std::find(pieces.begin(), pieces.end(), r) == pieces.end())
       pieces.push_back(r);
   }
-  return static_cast<int64_t>(pieces.size());
+  return pieces;
+}
+
+int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d) {
+  return static_cast<int64_t>(stack_ranges(ks, sts, d).size());
 }
 
 // The loads the kernel's body holds after `copies` copies, once the masks fold: each view in each

@@ -133,8 +133,10 @@ constexpr const char* kOptsVersion =
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;
-// How many distinct ranges the views are masked to along dim d (full ranges left out): the pieces
-// of a stack (the rows of a Winograd transform), each load valid in its own piece only.
+// The distinct ranges the views are masked to along dim d (full ranges left out): the pieces of a
+// stack (the rows of a Winograd transform, a concatenation), each load valid in its own piece
+// only; and how many there are.
+std::vector<std::pair<int64_t, int64_t>> stack_ranges(const KernelShape& ks, const ViewList& sts, size_t d);
 int64_t stack_pieces(const KernelShape& ks, const ViewList& sts, size_t d);
 // The most loads one body may hold across its copies once masks fold (opts.cpp, body_loads): a
 // 1024-copy matmul tile holds 3072, a fused Winograd transform 500.
