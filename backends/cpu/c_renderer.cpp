@@ -184,6 +184,7 @@ const Dialect& c_dialect() {
     d.reassociate = true;
     d.vector_loop = "#pragma clang loop vectorize(enable)";
     d.tile_loop = "#pragma clang loop unroll(disable)";
+    d.scalar_loop = "#pragma clang loop vectorize(disable)";
     d.vector_lanes = [] {
       int lanes = machine().simd.float_lanes;
       return lanes == 8 || lanes == 16 ? lanes : 0;

@@ -79,6 +79,7 @@ struct LRender {
   const UOp* par = nullptr;
   bool vector_loop = false;             // a loop VECTORIZE marks: its back edge carries metadata !0
   std::unordered_set<const UOp*> tiles; // tile loops (linearize.h): their back edges carry !2
+  std::unordered_set<const UOp*> gathers; // loops that would gather (linearize.h): !4
   std::map<std::string, bool> declared; // intrinsics used
   // Index arithmetic, which never overflows (the lowerer picks int64 where int32 could): marked
   // nsw, as C's signed arithmetic is, so LLVM sees consecutive addresses through the sign extension
@@ -426,7 +427,11 @@ void render_endrange(LRender& r, const UOpRef& u) {
   r.line("%next" + id + " = add nsw " + t + " " + L.counter + ", 1");
   bool vector = rng->varg()[1] == kVector;
   r.vector_loop |= vector;
-  r.line("br label %" + L.head + (vector ? ", !llvm.loop !0" : r.tiles.count(rng) ? ", !llvm.loop !2" : ""));
+  r.line("br label %" + L.head +
+         (vector                 ? ", !llvm.loop !0"
+          : r.tiles.count(rng)   ? ", !llvm.loop !2"
+          : r.gathers.count(rng) ? ", !llvm.loop !4"
+                                 : ""));
   r.patches[L.next_token] = r.block;
   r.label(L.exit);
 }
@@ -437,6 +442,7 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
   LRender r;
   r.par = parallel ? parallel_loop(linear) : nullptr;
   r.tiles = tile_loops(linear);
+  r.gathers = gather_loops(linear);
   int64_t buffers = 0;
   for (auto& u : linear) {
     r.refs[u.get()] = u;
@@ -526,6 +532,8 @@ std::string render_llvm(const std::string& fn, const std::vector<UOpRef>& linear
   if (r.vector_loop) os << "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.vectorize.enable\", i1 true}\n";
   // and `#pragma clang loop unroll(disable)`
   if (!r.tiles.empty()) os << "!2 = distinct !{!2, !3}\n!3 = !{!\"llvm.loop.unroll.disable\"}\n";
+  if (!r.gathers.empty())
+    os << "!4 = distinct !{!4, !5}\n!5 = !{!\"llvm.loop.vectorize.enable\", i1 false}\n";
   return os.str();
 }
 

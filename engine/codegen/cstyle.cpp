@@ -143,7 +143,8 @@ struct CRender {
   const UOp* par = nullptr; // the loop split across cores, if any
   bool par_nested = false;  // whether it has loops inside
   bool one_acc = false;     // the kernel has a single accumulator
-  std::unordered_set<const UOp*> tiles; // tile loops (linearize.h)
+  std::unordered_set<const UOp*> tiles;   // tile loops (linearize.h)
+  std::unordered_set<const UOp*> gathers; // loops that would gather (linearize.h)
   Packs packs;                          // a tile's scalars written as vectors (slp.h)
   std::unordered_map<int, std::string> pack_expr;
   std::unordered_map<int, int> pack_uses; // by the other packs
@@ -186,6 +187,7 @@ void render_range(CRender& r, const UOpRef& u) {
   if (u.get() == r.par && !r.par_nested) lo = share_lo, hi = share_hi;
   if (kind == kVector && !r.dl.vector_loop.empty()) r.line(r.dl.vector_loop);
   if (r.tiles.count(u.get()) && !r.dl.tile_loop.empty()) r.line(r.dl.tile_loop);
+  if (r.gathers.count(u.get()) && !r.dl.scalar_loop.empty()) r.line(r.dl.scalar_loop);
   r.line("for (" + t + " " + n + " = " + lo + "; " + n + " < " + hi + "; " + n + "++) {");
   if (skip) r.line("  if (" + n + " < " + share_lo + " || " + n + " >= " + share_hi + ") continue;");
   r.ind++;
@@ -424,6 +426,7 @@ std::string render_cstyle(const Dialect& dl, const std::string& fn, const std::v
   }
   r.par = parallel ? parallel_loop(linear) : nullptr;
   r.tiles = tile_loops(linear);
+  r.gathers = gather_loops(linear);
   r.one_acc = std::count_if(linear.begin(), linear.end(),
                             [](const UOpRef& u) { return u->op == Ops::DEFINE_ACC; }) == 1;
   r.par_nested =

@@ -55,6 +55,7 @@ struct Dialect {
   bool reassociate = false;   // a lone float sum may add in any order (clang's pragma)
   std::string vector_loop;    // the line before a loop VECTORIZE marks (clang's loop pragma)
   std::string tile_loop;      // the line before a tile loop (linearize.h, tile_loops)
+  std::string scalar_loop;    // the line before a loop that would gather (linearize.h, gather_loops)
   // The float lanes of the vector types mg_float<N> (aligned) and mg_float<N>u (unaligned) the
   // header declares, for a tile's packs (slp.h); none (null or 0): scalars only.
   std::function<int()> vector_lanes;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -292,6 +293,81 @@ std::unordered_set<const UOp*> tile_loops(const std::vector<UOpRef>& linear) {
       tiles.insert(loop);
   }
   return tiles;
+}
+
+namespace {
+// How far an index moves for one step of loop r: its coefficient of r where the index is a sum
+// of constant multiples of loops (nullopt where it is not, a division or a remainder of r); memo
+// holds the terms seen.
+std::optional<int64_t> step_along(const UOp* e, const UOp* r,
+                                  std::unordered_map<const UOp*, std::optional<int64_t>>& memo) {
+  if (e == r) return 1;
+  if (auto it = memo.find(e); it != memo.end()) return it->second;
+  std::optional<int64_t> out;
+  auto arg = [&](size_t i) { return step_along(e->src[i].get(), r, memo); };
+  switch (e->op) {
+  case Ops::CONST:
+  case Ops::RANGE:
+  case Ops::SPECIAL:
+  case Ops::DEFINE_VAR:
+    out = 0;
+    break;
+  case Ops::ADD:
+  case Ops::SUB:
+    if (auto a = arg(0), b = arg(1); a && b) out = e->op == Ops::ADD ? *a + *b : *a - *b;
+    break;
+  case Ops::NEG:
+    if (auto a = arg(0)) out = -*a;
+    break;
+  case Ops::MUL:
+    for (size_t i = 0; i < 2; i++) {
+      const UOp& c = *e->src[i];
+      if (c.op != Ops::CONST) continue;
+      if (auto a = arg(1 - i)) out = *a * static_cast<int64_t>(c.const_value());
+      break;
+    }
+    break;
+  default: {
+    bool free = true; // an index term that does not depend on r moves by 0
+    for (size_t i = 0; i < e->src.size() && free; i++)
+      free = step_along(e->src[i].get(), r, memo) == std::optional<int64_t>(0);
+    if (free) out = 0;
+  }
+  }
+  return memo[e] = out;
+}
+} // namespace
+
+// Clang vectorizes a loop whose loads stride across lines with a gather per load. Measured on an
+// Intel Xeon (family 6 model 85, AVX-512), 1 thread, each kernel alone in a C harness: the MNIST
+// CNN's pack of U (36 transposes of 32 x 16 per image, read 16 floats apart) 32 ms gathered, 11 ms
+// scalar, 7.6 for a plain copy of the same bytes.
+std::unordered_set<const UOp*> gather_loops(const std::vector<UOpRef>& linear) {
+  struct Open {
+    const UOp* loop;
+    bool inner = false, gathers = false; // a loop opened inside; a load strides far along it
+    std::unordered_map<const UOp*, std::optional<int64_t>> memo;
+  };
+  std::unordered_set<const UOp*> found;
+  std::vector<Open> open;
+  for (auto& u : linear) {
+    if (u->op == Ops::RANGE) {
+      if (!open.empty()) open.back().inner = true;
+      open.push_back({u.get()});
+    } else if (u->op == Ops::ENDRANGE && !open.empty()) {
+      Open& o = open.back();
+      int64_t kind = o.loop->varg()[1];
+      if (o.gathers && !o.inner && (kind == kGlobal || kind == kLocal)) found.insert(o.loop);
+      open.pop_back();
+    } else if (u->op == Ops::LOAD && !open.empty() && !open.back().gathers) {
+      Open& o = open.back();
+      const UOp& idx = *u->src[0];
+      if (idx.op != Ops::INDEX || idx.src.size() < 2) continue;
+      auto step = step_along(idx.src[1].get(), o.loop, o.memo);
+      o.gathers = !step || *step > 8 || *step < -8;
+    }
+  }
+  return found;
 }
 
 } // namespace mg

@@ -20,4 +20,8 @@ const UOp* parallel_loop(const std::vector<UOpRef>& linear);
 // metadata).
 std::unordered_set<const UOp*> tile_loops(const std::vector<UOpRef>& linear);
 
+// Innermost loops over outputs that load with a stride of more than 8 elements (or an index not
+// linear in the loop): gathers if vectorized, so the renderers ask the compiler not to.
+std::unordered_set<const UOp*> gather_loops(const std::vector<UOpRef>& linear);
+
 } // namespace mg

@@ -483,4 +483,28 @@ H.cpu_test("a concatenation with a transposed piece: split into its pieces, valu
   end
 end)
 
+
+test("a loop whose loads stride far along it is not vectorized (gathers), and its values stay", function()
+  -- linearize.cpp's gather_loops: 12 transposes of 32x16, the inner loop reading 16 floats apart
+  for _, dev in ipairs({ "CPU", "LLVM" }) do
+    local x = Tensor.randn(3, 4, 32, 16, { device = dev }):realize()
+    local y = x:permute(0, 1, 3, 2):contiguous()
+    local src = y:schedule()[1].src
+    local mark = dev == "CPU" and "#pragma clang loop vectorize(disable)" or '!{!"llvm.loop.vectorize.enable", i1 false}'
+    assert(src:find(mark, 1, true), dev .. ": the strided loop is marked\n" .. src)
+    local xl, yl = x:tolist(), y:tolist()
+    for a = 1, 3 do
+      for b = 1, 4 do
+        for i = 1, 16 do
+          for j = 1, 32 do assert(yl[a][b][i][j] == xl[a][b][j][i], ("%s (%d,%d,%d,%d)"):format(dev, a, b, i, j)) end
+        end
+      end
+    end
+    -- a contiguous loop is left to the vectorizer
+    local z = (x * 2):contiguous()
+    assert(not z:schedule()[1].src:find("vectorize.enable\", i1 false", 1, true), dev)
+    assert(not z:schedule()[1].src:find("vectorize(disable)", 1, true), dev)
+  end
+end)
+
 H.done()
