@@ -305,6 +305,11 @@ std::optional<int64_t> step_along(const UOp* e, const UOp* r,
   if (auto it = memo.find(e); it != memo.end()) return it->second;
   std::optional<int64_t> out;
   auto arg = [&](size_t i) { return step_along(e->src[i].get(), r, memo); };
+  auto independent = [&] { // a term none of whose sources moves with r moves by 0
+    for (size_t i = 0; i < e->src.size(); i++)
+      if (arg(i) != std::optional<int64_t>(0)) return std::optional<int64_t>();
+    return std::optional<int64_t>(0);
+  };
   switch (e->op) {
   case Ops::CONST:
   case Ops::RANGE:
@@ -326,13 +331,10 @@ std::optional<int64_t> step_along(const UOp* e, const UOp* r,
       if (auto a = arg(1 - i)) out = *a * static_cast<int64_t>(c.const_value());
       break;
     }
+    if (!out) out = independent(); // a loop times a Variable
     break;
-  default: {
-    bool free = true; // an index term that does not depend on r moves by 0
-    for (size_t i = 0; i < e->src.size() && free; i++)
-      free = step_along(e->src[i].get(), r, memo) == std::optional<int64_t>(0);
-    if (free) out = 0;
-  }
+  default:
+    out = independent();
   }
   return memo[e] = out;
 }
@@ -353,7 +355,7 @@ std::unordered_set<const UOp*> gather_loops(const std::vector<UOpRef>& linear) {
   for (auto& u : linear) {
     if (u->op == Ops::RANGE) {
       if (!open.empty()) open.back().inner = true;
-      open.push_back({u.get()});
+      open.push_back(Open{u.get(), false, false, {}});
     } else if (u->op == Ops::ENDRANGE && !open.empty()) {
       Open& o = open.back();
       int64_t kind = o.loop->varg()[1];
