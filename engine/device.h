@@ -64,6 +64,9 @@ struct Launch {
   int cores = 1;
   Shape global_size, local_size;
   int lane = 0; // which of the concurrent runners launches it (each CPU lane has its own workers)
+  // The shares a CPU kernel's outermost loop is cut into, each core taking the next one left as it
+  // finishes one (0: one share per core, fixed in advance)
+  int shares = 0;
 };
 
 // The two ceilings of a device's roofline at some number of threads: float32 FLOP/s with every

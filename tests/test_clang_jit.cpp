@@ -6,6 +6,10 @@
 #include <string>
 
 #include "backends/cpu/clang_jit.h"
+#include "engine/device.h"
+
+#include <pthread.h>
+#include <vector>
 
 using namespace mg;
 
@@ -89,4 +93,44 @@ TEST_CASE("a library can be unloaded, and the linker goes on loading others") {
     linker.unload(l.library);
   }
   linker.unload(12345); // an unknown library: nothing happens
+}
+
+// The CPU device's cores take a kernel's shares as they come free (cpu_device.cpp, ThreadPool).
+// Share 0, the calling thread's first, waits until another thread has run one of the calling
+// thread's own shares: it returns only if the worker, its own shares done, took them.
+TEST_CASE("a parallel kernel's shares each run once, and a held-up core's are taken by the others") {
+  Device& cpu = get_device("CPU");
+  auto program = cpu.compile("mg_shares_probe",
+                             "unsigned long pthread_self(void);\n"
+                             "void mg_shares_probe(void** bufs, int share, int shares) {\n"
+                             "  int* runs = (int*)bufs[0];\n"
+                             "  unsigned long* who = (unsigned long*)bufs[1];\n"
+                             "  volatile int* taken = (volatile int*)bufs[2];\n"
+                             "  unsigned long caller = *(const unsigned long*)bufs[3];\n"
+                             "  int own = *(const int*)bufs[4];\n"
+                             "  __atomic_fetch_add(&runs[share], 1, __ATOMIC_SEQ_CST);\n"
+                             "  who[share] = pthread_self();\n"
+                             "  if (share > 0 && share < own && who[share] != caller) *taken = 1;\n"
+                             "  if (share == 0 && own > 1)\n"
+                             "    for (long i = 0; i < 100000000L && !*taken; i++) __builtin_ia32_pause();\n"
+                             "}\n");
+  for (int shares : {2, 16}) {
+    CAPTURE(shares);
+    std::vector<int> runs(static_cast<size_t>(shares));
+    std::vector<unsigned long> who(static_cast<size_t>(shares));
+    int taken = 0, own = shares / 2;
+    unsigned long caller = static_cast<unsigned long>(pthread_self());
+    void* bufs[] = {runs.data(), who.data(), &taken, &caller, &own};
+    Launch launch;
+    launch.cores = 2;
+    launch.shares = shares;
+    program->run(bufs, 5, launch);
+    for (int r : runs)
+      CHECK(r == 1);
+    CHECK(who[0] == caller); // the calling thread starts at its own front
+    if (shares == 16) {
+      CHECK(taken == 1);
+      CHECK(who[static_cast<size_t>(own - 1)] != caller); // its last one, taken from the back
+    }
+  }
 }

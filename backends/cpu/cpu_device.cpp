@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -37,32 +38,49 @@ const std::vector<std::string> kFlags{"-O2", "-march=native", "-fPIC", "-fno-mat
 
 std::string cache_dir() { return cache_root() + "/kernels"; }
 
-// Workers that each run one share of a kernel; the calling thread runs share 0. Between
-// kernels a worker, and the caller waiting for the others, first spin for a while (kSpin) and
-// only then sleep: a TinyJit replay launches the next kernel within microseconds, and waking a
-// sleeping thread took longer than many of the MNIST step's kernels run.
+// Workers that run shares of a kernel with the calling thread (core 0). Each core owns an equal
+// run of the shares, the part of the loop a fixed split would give it, and takes them from the
+// front; a core that runs out takes the others' from the back. Cores of equal speed each run their
+// own part, in order, as a fixed split would; a core slowed by another process (a shared machine)
+// leaves its last shares to the others instead of making every kernel wait for it. Each owner's
+// run is one word, (generation, front, back), so that a worker waking late for a finished kernel
+// takes nothing of the next one, and the caller returns once every share is done. Between kernels
+// a worker, and the caller waiting for the others, first spin for a while (kSpin) and only then
+// sleep: a TinyJit replay launches the next kernel within microseconds, and waking a sleeping
+// thread took longer than many of the MNIST step's kernels run.
 class ThreadPool {
 public:
-  void run(int n, const std::function<void(int)>& job) {
+  static constexpr int kMaxCores = 256;
+  // job(0) .. job(shares - 1) on n threads, this one and n - 1 workers; shares a multiple of n
+  void run(int n, int shares, const std::function<void(int)>& job) {
+    n = std::min(n, kMaxCores);
     while (static_cast<int>(workers_.size()) < n - 1) {
       int id = static_cast<int>(workers_.size()) + 1;
       workers_.emplace_back([this, id] { work(id); });
     }
+    uint32_t g;
     {
       std::lock_guard<std::mutex> lk(m_);
-      job_ = &job, cores_ = n;
-      pending_.store(n - 1, std::memory_order_relaxed);
-      gen_.fetch_add(1, std::memory_order_release);
+      job_ = &job, cores_ = n, shares_ = shares;
+      done_.store(0, std::memory_order_relaxed);
+      g = static_cast<uint32_t>(gen_.load(std::memory_order_relaxed) + 1);
+      const int per = shares / n;
+      for (int c = 0; c < n; c++)
+        runs_[c].store(pack(g, c * per, c + 1 == n ? shares : (c + 1) * per), std::memory_order_relaxed);
+      gen_.store(g, std::memory_order_release);
     }
     cv_.notify_all();
-    job(0);
-    if (spin([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
+    take_shares(g, 0, n, shares, job);
+    if (spin([&] { return done_.load(std::memory_order_acquire) == shares; })) return;
     std::unique_lock<std::mutex> lk(m_);
-    done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    all_done_.wait(lk, [&] { return done_.load(std::memory_order_acquire) == shares; });
   }
 
 private:
   static constexpr auto kSpin = std::chrono::microseconds(200);
+  static uint64_t pack(uint32_t g, int front, int back) {
+    return uint64_t{g} << 32 | uint64_t(static_cast<uint16_t>(front)) << 16 | static_cast<uint16_t>(back);
+  }
   // Polls ready() until it holds (true) or kSpin has passed (false).
   template <class F> static bool spin(F ready) {
     auto end = std::chrono::steady_clock::now() + kSpin;
@@ -72,32 +90,55 @@ private:
       if (i % 64 == 63 && std::chrono::steady_clock::now() > end) return false;
     }
   }
+  // A share of run g from core c's run (its front, or its back for another core), or -1.
+  int claim(uint32_t g, int c, bool front) {
+    uint64_t w = runs_[c].load(std::memory_order_acquire);
+    for (;;) {
+      int f = static_cast<int>(w >> 16 & 0xffff), b = static_cast<int>(w & 0xffff);
+      if (static_cast<uint32_t>(w >> 32) != g || f >= b) return -1;
+      uint64_t next = front ? pack(g, f + 1, b) : pack(g, f, b - 1);
+      if (runs_[c].compare_exchange_weak(w, next, std::memory_order_acq_rel)) return front ? f : b - 1;
+    }
+  }
+  // Runs shares of run g, core `me`'s own first, until none is left anywhere. A share claimed keeps
+  // run g from finishing, so job outlives every call made here.
+  void take_shares(uint32_t g, int me, int n, int shares, const std::function<void(int)>& job) {
+    for (;;) {
+      int s = claim(g, me, true);
+      for (int k = 1; s < 0 && k < n; k++)
+        s = claim(g, (me + k) % n, false);
+      if (s < 0) return;
+      job(s);
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == shares) {
+        std::lock_guard<std::mutex> lk(m_);
+        all_done_.notify_one();
+      }
+    }
+  }
   void work(int id) {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
       const std::function<void(int)>* job;
+      int n, shares;
       spin([&] { return gen_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> lk(m_);
         cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
         seen = gen_.load(std::memory_order_relaxed);
         if (id >= cores_) continue;
-        job = job_;
+        job = job_, n = cores_, shares = shares_;
       }
-      (*job)(id);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lk(m_);
-        done_.notify_one();
-      }
+      take_shares(seen, id, n, shares, *job);
     }
   }
   std::vector<std::thread> workers_; // never joined: the device lives until the process exits
   std::mutex m_;
-  std::condition_variable cv_, done_;
+  std::condition_variable cv_, all_done_;
   const std::function<void(int)>* job_ = nullptr;
-  int cores_ = 1;
-  std::atomic<int> pending_{0};
-  std::atomic<uint64_t> gen_{0};
+  int cores_ = 1, shares_ = 0;
+  std::atomic<int> done_{0};
+  std::atomic<uint32_t> gen_{0};
+  std::array<std::atomic<uint64_t>, kMaxCores> runs_{}; // each core's (generation, front, back)
 };
 
 // One pool per lane (engine/realize.cpp runs the kernels of several devices at once, a lane
@@ -133,7 +174,9 @@ public:
   void run(void** bufs, size_t, const Launch& launch) override {
     int cores = launch.cores;
     if (cores <= 1) return fn_(bufs, 0, 1);
-    pool(launch.lane).run(cores, [&](int core) { fn_(bufs, core, cores); });
+    // the kernel runs share i of n as it would run core i of n
+    int shares = launch.shares > 0 ? std::min(launch.shares, 1 << 15) : cores; // ThreadPool counts in 16 bits
+    pool(launch.lane).run(cores, shares, [&](int share) { fn_(bufs, share, shares); });
   }
 
 private:

@@ -1,5 +1,6 @@
 #include "engine/codegen/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -78,6 +79,25 @@ std::string opts_text(const CompiledKernel& c) {
 // Worth splitting across cores only when big: waking other threads costs microseconds.
 bool worth_splitting(const LoweredKernel& k, const KernelInfo& info, int threads) {
   return threads > 1 && parallel_loop(k.linear) != nullptr && info.flops + info.bytes / 4 > (1 << 18);
+}
+
+// The shares a parallel kernel's outermost loop is cut into: up to 8 per core, each core owning
+// its part of them and taking another's last ones once its own are done (cpu_device.cpp's
+// ThreadPool), so that a core slowed by another process (a shared machine) runs fewer. Split one
+// share per core, every kernel waited for the slow one. Intel Xeon model 85, the GPT step
+// (scripts/09_transformer.lua, 30 steps) beside a busy loop on one of the 2 cores, in turns: 2
+// threads 184-244 ms a step with one share per core, 115-151 with these (1 thread: 95-136). One per core
+// where loops over cache blocks surround the loop: each share runs every block, and more shares would read
+// each block's operand more times.
+int shares_of(const LoweredKernel& k, int threads) {
+  const UOp* loop = parallel_loop(k.linear);
+  if (!loop) return 0;
+  for (auto& u : k.linear)
+    if (u->op == Ops::RANGE && u->varg()[1] == kBlock) return threads;
+  int64_t per = 8;
+  if (loop->src[0]->op == Ops::CONST)
+    per = std::clamp<int64_t>(static_cast<int64_t>(loop->src[0]->const_value()) / threads, 1, 8);
+  return static_cast<int>(per) * threads;
 }
 
 // A kernel's source as DEBUG=3 prints it: the device's preamble blocks (declarations, helper
@@ -182,6 +202,7 @@ KernelInfo describe(const LoweredKernel& k, const std::string& device, int64_t b
   info.flops = estimate_flops(k.linear);
   info.bytes = bytes;
   info.parallel = worth_splitting(k, info, threads);
+  if (info.parallel) info.shares = shares_of(k, threads);
   return info;
 }
 
@@ -245,7 +266,7 @@ double run_program(const CompiledKernel& c, const ScheduleItem& item, int thread
     ptrs.push_back(vars->ptr());
   }
   auto t0 = std::chrono::steady_clock::now();
-  Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size, lane};
+  Launch launch{c.info.parallel ? threads : 1, c.info.global_size, c.info.local_size, lane, c.info.shares};
   if (item.bufs[0]->size > 0) c.program->run(ptrs.data(), ptrs.size(), launch);
   if (c.device->asynchronous() && !wait) return 0;
   c.device->synchronize();

@@ -37,6 +37,7 @@ struct KernelInfo {
   int64_t flops = 0;             // estimate from the lowered program
   int64_t bytes = 0;             // bytes moved by loads and stores
   bool parallel = false;         // its outermost loop can be split across cores
+  int shares = 0;                // the pieces it is split into (Launch::shares; 0: one per core)
   Shape global_size, local_size; // launch dims (a GPU's work-groups and their threads)
   std::vector<std::string> opts; // the opts it was lowered with, e.g. UPCAST(0, 16)
   bool host = false;             // host work between kernels (engine/realize.h: HostStep), no roofline
