@@ -51,7 +51,8 @@ std::string cache_dir() { return cache_root() + "/kernels"; }
 class ThreadPool {
 public:
   static constexpr int kMaxCores = 256;
-  // job(0) .. job(shares - 1) on n threads, this one and n - 1 workers; shares a multiple of n
+  // job(0) .. job(shares - 1) on n threads, this one and n - 1 workers (a multiple of n shares
+  // gives each the same number of its own)
   void run(int n, int shares, const std::function<void(int)>& job) {
     n = std::min(n, kMaxCores);
     while (static_cast<int>(workers_.size()) < n - 1) {
