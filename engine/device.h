@@ -64,8 +64,8 @@ struct Launch {
   int cores = 1;
   Shape global_size, local_size;
   int lane = 0; // which of the concurrent runners launches it (each CPU lane has its own workers)
-  // The shares a CPU kernel's outermost loop is cut into, each core taking the next one left as it
-  // finishes one (0: one share per core, fixed in advance)
+  // The shares a CPU kernel's outermost loop is cut into: each core runs its own equal run of them,
+  // then takes the others' last ones (0: one share per core)
   int shares = 0;
 };
 

@@ -85,10 +85,10 @@ bool worth_splitting(const LoweredKernel& k, const KernelInfo& info, int threads
 // its part of them and taking another's last ones once its own are done (cpu_device.cpp's
 // ThreadPool), so that a core slowed by another process (a shared machine) runs fewer. Split one
 // share per core, every kernel waited for the slow one. Intel Xeon model 85, the GPT step
-// (scripts/09_transformer.lua, 30 steps) beside a busy loop on one of the 2 cores, in turns: 2
-// threads 184-244 ms a step with one share per core, 115-151 with these (1 thread: 95-136). One per core
-// where loops over cache blocks surround the loop: each share runs every block, and more shares would read
-// each block's operand more times.
+// (scripts/09_transformer.lua, 30 steps) beside a busy loop on one of the 2 cores, in turns:
+// 2 threads 184-244 ms a step with one share per core, 115-151 with these (1 thread: 95-136).
+// One per core where loops over cache blocks surround the loop: each share runs every block, and
+// more shares would read each block's operand more times.
 int shares_of(const LoweredKernel& k, int threads) {
   const UOp* loop = parallel_loop(k.linear);
   if (!loop) return 0;
