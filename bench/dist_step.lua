@@ -6,7 +6,8 @@
 --   S1 <ms> ms          one process only: the same step with the batch sharded over CPU:0 and
 --                       CPU:1 (x:shard; the gradients meet through copies in the graph)
 --   A1 <GB/s> GB/s      dist.all_reduce of 4 MiB (bytes / time, median of 20): a new result each
---                       call, whose fresh pages cost about a third of the time
+--                       call, whose buffer the last-but-one call's result gives back (a minor
+--                       collection, interp/lua_state.cpp)
 --   A2 <GB/s> GB/s      the same under TinyJit, as in the step: the replay reuses its result's buffer
 --   mpirun -np 2 -x MG_THREADS=1 build/moongrad bench/dist_step.lua     (or without mpirun)
 local mnist = dofile((arg[0]:match("^(.*/)") or "") .. "../scripts/mnist_model.lua")

@@ -28,10 +28,10 @@ Registry& reg() {
   return *r;
 }
 int next_buffer_id = 0;
-std::function<void(size_t, bool)> alloc_hook;
+std::function<void(size_t, AllocEvent)> alloc_hook;
 } // namespace
 
-void set_alloc_hook(std::function<void(size_t, bool)> hook) { alloc_hook = std::move(hook); }
+void set_alloc_hook(std::function<void(size_t, AllocEvent)> hook) { alloc_hook = std::move(hook); }
 
 namespace {
 int& grad_buffer_count() {
@@ -65,7 +65,10 @@ Buffer::~Buffer() {
 void* Buffer::ptr() {
   if (!ptr_) {
     auto& fl = reg().free_list[{device, nbytes()}]; // map nodes stay put: the hook may add to fl
-    if (alloc_hook) alloc_hook(nbytes(), fl.empty());
+    if (alloc_hook) {
+      alloc_hook(nbytes(), fl.empty() ? AllocEvent::miss : AllocEvent::reuse);
+      if (fl.empty()) alloc_hook(nbytes(), AllocEvent::fresh);
+    }
     if (!fl.empty()) {
       ptr_ = fl.back();
       fl.pop_back();

@@ -49,11 +49,13 @@ private:
   int id_;
 };
 
-// Called whenever a buffer takes memory, with the bytes and whether the free list has no block of
-// that size (fresh memory would be taken after the call). The Lua front end collects garbage
-// there: a realized tensor's memory is held by a small userdata the collector cannot weigh, so
-// without this the buffers of dropped tensors would come back only when it happens to run.
-void set_alloc_hook(std::function<void(size_t bytes, bool miss)> hook);
+// What a buffer taking memory finds: a freed block of its size (`reuse`), none (`miss`), or still
+// none after the hook's `miss` call (`fresh`: new memory is taken once the call returns).
+enum class AllocEvent { reuse, miss, fresh };
+// Called whenever a buffer takes memory. The Lua front end collects garbage there: a realized
+// tensor's memory is held by a small userdata the collector cannot weigh, so without this the
+// buffers of dropped tensors would come back only when it happens to run.
+void set_alloc_hook(std::function<void(size_t bytes, AllocEvent what)> hook);
 
 size_t buffer_size(const Buffer& b);
 std::string buffer_string(const Buffer& b);

@@ -579,33 +579,48 @@ LuaState::LuaState() : L_(luaL_newstate()) {
     lua_close(L_);
     throw std::runtime_error("cannot set up the Lua state: " + e);
   }
-  // Fresh device memory is the moment to let the collector find dropped tensors: when the free
-  // list cannot serve a buffer, a full collection runs first once the buffers taken since the
-  // last one would cost more to fault in than that collection took (capped at 16 MiB or 1/16 of
-  // all device memory). Fresh pages
-  // cost about 1 s per 8 GB (zeroing, faults); a collection of a small Lua heap about 40 us, so
-  // a loop making 256 KiB results collects every few hundred KiB, and a program with a large
-  // Lua heap proportionally less often. A loop that realizes a new tensor each time then cycles
-  // through a fixed set of buffers that stay mapped (and warm) instead of faulting in new pages
-  // every time. A loop that reuses its buffers (TinyJit, in-place assigns) takes no new ones
-  // and never triggers it.
-  set_alloc_hook(
-      [L = L_, since = int64_t(0), gc_bytes = int64_t(256) << 10](size_t bytes, bool miss) mutable {
-        constexpr double kFaultBytesPerSecond = 8e9;
-        // reused buffers count too: once the free list runs dry, the next miss collects at once
-        // instead of faulting in gc_bytes more first (memory would grow by that every cycle)
-        since += static_cast<int64_t>(bytes);
-        if (miss && since > gc_bytes) {
-          since = 0;
-          auto t0 = std::chrono::steady_clock::now();
-          lua_gc(L, LUA_GCCOLLECT);
-          double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          // never above the old bound: one collection slowed by a busy machine must not leave
-          // dropped buffers unclaimed for long
-          int64_t cap = std::max(int64_t(16) << 20, global_counters().mem_used / 16);
-          gc_bytes = std::clamp(static_cast<int64_t>(took * kFaultBytesPerSecond), int64_t(256) << 10, cap);
-        }
-      });
+  // Fresh device memory is the moment to let the collector find dropped tensors. The collector
+  // runs in generational mode: a result made and dropped since the last collection is young, and
+  // a minor collection, which looks at young objects only, gives its buffer back for far less than
+  // a full one costs on a heap holding the standard library (0.4-0.8 ms). So when the free list
+  // cannot serve a buffer, a minor collection runs first once the buffers taken since the last
+  // one would cost more to fault in than it took (fresh pages: about 1 s per 8 GB). Only when that
+  // frees nothing of the size either, and the memory taken fresh since the last full collection
+  // passes 32 MiB (or 1/16 of all device memory, or what faulting would cost beside that
+  // collection's time), does a full one run, for tensors that lived long enough to grow old: it
+  // makes every survivor old, so the results alive at that moment escape the next minor ones too.
+  // A loop that realizes a new tensor each time then cycles through a fixed set of buffers that
+  // stay mapped (and warm) instead of faulting in new pages every time. A loop that reuses its
+  // buffers (TinyJit, in-place assigns) takes no new ones and never triggers either.
+  lua_gc(L_, LUA_GCGEN, 0, 0);
+  struct Pace { // when one kind of collection next runs
+    int64_t floor, since = 0, after = floor;
+    bool due(size_t bytes) {
+      since += static_cast<int64_t>(bytes);
+      return since > after;
+    }
+    void run(lua_State* L, int what) {
+      constexpr double kFaultBytesPerSecond = 8e9;
+      since = 0;
+      auto t0 = std::chrono::steady_clock::now();
+      lua_gc(L, what, 0);
+      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // never above 1/16 of device memory (or the floor): one collection slowed by a busy machine
+      // must not leave dropped buffers unclaimed for long
+      int64_t cap = std::max(floor, global_counters().mem_used / 16);
+      after = std::clamp(static_cast<int64_t>(took * kFaultBytesPerSecond), floor, cap);
+    }
+  };
+  set_alloc_hook([L = L_, minor = Pace{int64_t(256) << 10},
+                  full = Pace{int64_t(32) << 20}](size_t bytes, AllocEvent what) mutable {
+    if (what == AllocEvent::fresh) {
+      if (full.due(bytes)) full.run(L, LUA_GCCOLLECT);
+    } else if (minor.due(bytes) && what == AllocEvent::miss) {
+      // reused buffers count too: once the free list runs dry, the next miss collects at once
+      // instead of faulting in that many bytes more first (memory would grow by that every cycle)
+      minor.run(L, LUA_GCSTEP);
+    }
+  });
 }
 
 LuaState::~LuaState() {
