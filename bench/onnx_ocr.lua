@@ -1,7 +1,8 @@
 -- PaddleOCR v4's detector (1x3x320x320) and recognizer (1x3x48x320) at batch 1: moongrad's ONNX
 -- import beside ONNX Runtime (npm's onnxruntime-node, tools/ort_run.js) at the same thread count,
 -- on the same inputs in the same run. Median wall time of 10 runs after 3 warm-ups; moongrad's
--- time is a whole m{...}:realize(): building the graph, scheduling and the kernels.
+-- time is a whole m{...}:realize(): building the graph, scheduling and the kernels, on a new input
+-- buffer each run.
 --   MG_THREADS=1 build/moongrad bench/onnx_ocr.lua      (bench/run.sh runs 1 and every core)
 --   BEAM=2 ... for kernels tuned by BEAM search (its cache in ~/.cache/moongrad)
 -- Prints two lines per model, plain and under TinyJit:
@@ -32,8 +33,11 @@ local function moongrad_ms(kind, x, jit)
   if jit then run = TinyJit(run) end
   local times = {}
   for i = 1, WARM + RUNS do
+    -- a new input each run (the same values): on the same buffer the graph built again would be
+    -- the one realized last time, whose values the engine may still hold
+    local xi = x:clone():realize()
     local t0 = show.clock()
-    run(x)
+    run(xi)
     if i > WARM then times[#times + 1] = (show.clock() - t0) * 1e3 end
   end
   return median(times)

@@ -6,8 +6,20 @@ local def = function(name, params, fn) return args.def(T, name, params, fn) end
 local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
 
-doc("clone", "a copy in a new buffer")
-def("clone", { "self" }, function(self) return self:contiguous() end)
+doc("clone", "a copy in a new buffer: assigning to x afterwards leaves the clone as it was")
+local clone_grad -- registered once, as copy_grad below
+def("clone", { "self" }, function(self)
+  -- contiguous() alone is x itself when x is realized and contiguous, so a later x:assign would
+  -- show through; a sharded tensor's pieces or a symbolic shape keep that route
+  if type(self.device) ~= "string" then return self:contiguous() end
+  for _, d in ipairs(self.shape) do
+    if math.type(d) ~= "integer" then return self:contiguous() end
+  end
+  local out = T.empty(self.shape, { dtype = self.dtype, device = self.device }):assign(self)
+  if T.no_grad then return out end
+  clone_grad = clone_grad or T._grad_fn(function(g) return g end)
+  return T._custom_grad(out, { self }, clone_grad)
+end)
 -- A copy on another device, or x itself when it is there already. Between devices whose buffers
 -- are host memory (CPU:n, LLVM:n) the copy is a COPY node in the graph, done by a kernel of the
 -- destination device when something realizes it (after x's own kernels, and beside the other

@@ -507,4 +507,18 @@ test("a loop whose loads stride far along it is not vectorized (gathers), and it
   end
 end)
 
+test("clone is a copy in a new buffer: assigning to the original afterwards leaves it, gradients pass", function()
+  local a = Tensor({ 1, 2, 3 }, { dtype = "int32" }):realize()
+  local b = a:clone():realize()
+  a:assign(Tensor({ 7, 8, 9 }, { dtype = "int32" })):realize()
+  same(b:tolist(), { 1, 2, 3 })
+  same(a:tolist(), { 7, 8, 9 })
+  assert(b.dtype == "int32", b.dtype)
+  local x = Tensor({ 1.5, -2, 3 }):requires_grad_()
+  ;(x:clone() * x):sum():backward()
+  same(x.grad:tolist(), { 3.0, -4.0, 6.0 }) -- d(x*x)/dx through the clone
+  local z = Tensor.arange(12):reshape(3, 4)
+  same(z.T:clone():tolist(), z.T:tolist())
+end)
+
 H.done()
