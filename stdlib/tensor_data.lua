@@ -6,8 +6,16 @@ local def = function(name, params, fn) return args.def(T, name, params, fn) end
 local doc = args.doc -- the method's :help text, kept beside it
 local is_tensor = args.is_tensor
 
+-- A copy's gradient: the output's, on x's device (registered once: Tensor._grad_fn keeps each
+-- function for good)
+local copy_grad
+local function copied(out, x)
+  if T.no_grad then return out end
+  copy_grad = copy_grad or T._grad_fn(function(g, src) return g:to(src.device) end)
+  return T._custom_grad(out, { x }, copy_grad)
+end
+
 doc("clone", "a copy in a new buffer: assigning to x afterwards leaves the clone as it was")
-local clone_grad -- registered once, as copy_grad below
 def("clone", { "self" }, function(self)
   -- contiguous() alone is x itself when x is realized and contiguous, so a later x:assign would
   -- show through; a sharded tensor's pieces or a symbolic shape keep that route
@@ -15,26 +23,19 @@ def("clone", { "self" }, function(self)
   for _, d in ipairs(self.shape) do
     if math.type(d) ~= "integer" then return self:contiguous() end
   end
-  local out = T.empty(self.shape, { dtype = self.dtype, device = self.device }):assign(self)
-  if T.no_grad then return out end
-  clone_grad = clone_grad or T._grad_fn(function(g) return g end)
-  return T._custom_grad(out, { self }, clone_grad)
+  return copied(T.empty(self.shape, { dtype = self.dtype, device = self.device }):assign(self), self)
 end)
 -- A copy on another device, or x itself when it is there already. Between devices whose buffers
 -- are host memory (CPU:n, LLVM:n) the copy is a COPY node in the graph, done by a kernel of the
 -- destination device when something realizes it (after x's own kernels, and beside the other
 -- device's work: engine/realize.cpp). To or from any other device it is made now, through host
 -- memory. Either way the gradient flows back: the output's gradient, copied to x's device.
-local copy_grad -- registered once (Tensor._grad_fn keeps each function for good)
 -- x copied into a new buffer on device (shard_ makes a view instead on x's own device)
 function T._copy_to(self, device)
   local lazy = device ~= self.device and self:_copy(device)
   if lazy then return lazy end
   local bytes, shape, dtype = self:tobytes(), self.shape, self.dtype
-  local out = T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end)
-  if T.no_grad then return out end
-  copy_grad = copy_grad or T._grad_fn(function(g, x) return g:to(x.device) end)
-  return T._custom_grad(out, { self }, copy_grad)
+  return copied(T._on_device("to", device, function() return T.frombytes(bytes, shape, dtype) end), self)
 end
 doc("to", "x on device: a lazy copy kernel between CPU:n and LLVM:n, else a copy through host memory now (gradients flow back through it)")
 def("to", { "self", "device" }, function(self, device)
