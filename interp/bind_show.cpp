@@ -238,10 +238,20 @@ int show_render(lua_State* L) {
 }
 
 // show.viz_write(x, title): the VIZ page of x's graphs at every stage, written to a new file
-// (nothing is realized); returns its path.
+// (nothing is realized); returns its path. x may be a list of tensors (a sharded tensor's pieces).
 int show_viz_write(lua_State* L) {
-  Tensor& x = check_tensor(L, 1);
-  std::string path = viz_write({x.uop}, luaL_optstring(L, 2, "a tensor"));
+  std::vector<UOpRef> outs;
+  if (lua_type(L, 1) == LUA_TTABLE && !lua_getmetatable(L, 1)) {
+    for (lua_Integer i = 1, n = luaL_len(L, 1); i <= n; i++) {
+      lua_rawgeti(L, 1, i);
+      outs.push_back(check_tensor(L, -1).uop);
+      lua_pop(L, 1);
+    }
+    if (outs.empty()) luaL_argerror(L, 1, "an empty list of tensors");
+  } else {
+    outs.push_back(check_tensor(L, 1).uop);
+  }
+  std::string path = viz_write(outs, luaL_optstring(L, 2, "a tensor"));
   lua_pushlstring(L, path.data(), path.size());
   return 1;
 }

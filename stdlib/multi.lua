@@ -392,8 +392,60 @@ local function matmul(x, w)
   return new(out, devices, axis)
 end
 
+-- x:slice (what x[...] runs): an entry that keeps all of the sharded dim slices each piece alike;
+-- an integer there is one piece's slice (a plain tensor on its device); any other range of it,
+-- the slice of the whole tensor gathered onto the first device.
+local function slice(x, ...)
+  local e = select("#", ...) == 1 and type(...) == "table" and table.move(..., 1, #..., 1, {}) or table.pack(...)
+  e.n = nil
+  if x.axis == nil then return map(function(p) return raw.slice(p, e) end, { x, n = 1 }) end
+  local n, size = x.shape[x.axis + 1], x.pieces[1].shape[x.axis + 1]
+  local at = e[x.axis + 1]
+  local whole = at == nil or type(at) == "table" and (at[1] == nil or at[1] == 0 or at[1] <= -n)
+    and (at[2] == nil or at[2] >= n) and (at[3] == nil or at[3] == 1)
+  if whole then
+    local ints = 0
+    for j = 1, x.axis do ints = ints + (math.type(e[j]) == "integer" and 1 or 0) end
+    e[x.axis + 1] = {}
+    return map(function(p) return raw.slice(p, e) end, { x, n = 1 }, function(a) return a - ints end)
+  end
+  if math.type(at) == "integer" and at >= -n and at < n then
+    local i = at < 0 and at + n or at
+    e[x.axis + 1] = i % size
+    return raw.slice(x.pieces[i // size + 1], e)
+  end
+  return raw.slice(gather(x), e)
+end
+
+-- repeat_ and roll along the sharded dim: the whole tensor's, cut again (each piece would need the
+-- other pieces' rows); along any other dim, piece by piece as they are written.
+local function on_whole(x, f, ...)
+  local whole = f(gather(x), ...)
+  local a = x.axis + whole.ndim - x.ndim
+  return shard(whole, x.devices, whole.shape[a + 1] % #x.devices == 0 and a or nil)
+end
+local repeat_pieces, roll_pieces = T.repeat_, T.roll
+local function repeat_(x, ...)
+  local reps = list_of(...)
+  local along = x.axis and reps[#reps - x.ndim + x.axis + 1]
+  if along == nil or along == 1 then return repeat_pieces(x, ...) end
+  return on_whole(x, repeat_pieces, ...)
+end
+local function roll(x, shifts, dims)
+  for _, d in ipairs(type(dims) == "table" and dims or { dims }) do
+    if x.axis and math.type(d) == "integer" and (d < 0 and d + x.ndim or d) == x.axis then
+      return on_whole(x, roll_pieces, shifts, dims)
+    end
+  end
+  return roll_pieces(x, shifts, dims)
+end
+
 local rules = {
   matmul = matmul,
+  repeat_ = repeat_,
+  ["repeat"] = repeat_,
+  roll = roll,
+  slice = slice,
   expand = function(x, ...)
     local shape = list_of(...)
     if x.axis == nil then return map(function(p) return raw.expand(p, shape) end, { x, n = 1 }) end
@@ -420,8 +472,7 @@ local rules = {
         b[x.axis + 1] = { r[1] - i * size, r[2] - i * size }
         return raw.shrink(x.pieces[i + 1], b)
       end
-      error(("shrink: %d..%d of the sharded dim spans several devices' pieces (gather it first to cut it)")
-        :format(r[1], r[2]), 3)
+      return raw.shrink(gather(x), arg) -- across pieces: the whole tensor's, on the first device
     end
     a[x.axis + 1] = { 0, x.pieces[1].shape[x.axis + 1] }
     for j = 1, x.ndim do a[j] = a[j] or { 0, x.pieces[1].shape[j] } end
@@ -465,6 +516,7 @@ local rules = {
     end)
   end,
   transpose = function(x, d0, d1)
+    d0, d1 = d0 or 1, d1 or 0 -- the plain tensor's defaults
     return map(function(p) return raw.transpose(p, d0, d1) end, { x, n = 1 }, function(a)
       d0, d1 = d0 < 0 and d0 + x.ndim or d0, d1 < 0 and d1 + x.ndim or d1
       return a == d0 and d1 or a == d1 and d0 or a
@@ -644,6 +696,7 @@ end
 
 MT.__index = function(m, k)
   if k == "T" then return rules.transpose(m, 1, 0) end -- the plain tensor's property (x.T)
+  if type(k) ~= "string" then return T.__getitem(m, k) end -- x[i], x[{...}]: over the primitives
   k = args.alias_of[k] or k
   local f = T[k]
   if type(f) ~= "function" then return nil end
@@ -651,6 +704,18 @@ MT.__index = function(m, k)
   -- written in Lua: runs on the sharded tensor as it is
   if args.composed[k] or debug.getinfo(f, "S").what ~= "C" then return f end
   return function(...) return call(k, ...) end
+end
+-- x[key] = v: the plain tensor's index assignment on the whole tensor gathered, assigned back
+-- piece by piece (it runs on the host anyway); no new fields on the table itself
+local function setitem(m, key, v)
+  if m.requires_grad then error("index assignment to a tensor that requires grad is not supported", 0) end
+  local whole = gather(m):contiguous():realize()
+  T.__setitem(whole, key, v)
+  rules.realize(rules.assign(m, whole))
+end
+MT.__newindex = function(m, k, v)
+  if type(k) ~= "string" then return setitem(m, k, v) end
+  error(("a sharded tensor has no field '%s' to set"):format(k), 2)
 end
 MT.__tostring = function(m)
   return ("<sharded Tensor (%s) %s on %s, axis %s>"):format(table.concat(m.shape, ", "), m.dtype,
@@ -701,6 +766,7 @@ STAND.__index = function(x, k)
   return fresh(x)[k]
 end
 STAND.__newindex = function(x, k, v)
+  if type(k) ~= "string" then return setitem(x, k, v) end
   if not own[k] then error(("a sharded tensor has no field '%s' to set"):format(tostring(k)), 2) end
   underneath(x, function(t) t[k] = v end)
 end

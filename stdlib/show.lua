@@ -4,7 +4,8 @@
 -- show.kernel_log and show.setting; this file builds the commands on them.
 local show = show
 
-local function is_tensor(v) return show.typeof(v) == "Tensor" or require("args").is_sharded(v) end
+local function sharded(v) return require("args").is_sharded(v) end
+local function is_tensor(v) return show.typeof(v) == "Tensor" or sharded(v) end
 local function plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
 
 -- The tensors in a value: a Tensor, or a table of them (what a function returned).
@@ -72,7 +73,8 @@ end
 -- simplified with the rewrite rules that fired, linear) in one HTML page; prints and returns its
 -- path. Nothing is realized. VIZ=1 does the same for every realize of a run.
 function show.viz(x, title)
-  local path = show.viz_write(need_tensor(x, "viz"), title)
+  need_tensor(x, "viz")
+  local path = show.viz_write(sharded(x) and x.pieces or x, title)
   print("VIZ: " .. path .. " (open it in a browser)")
   return path
 end
@@ -94,7 +96,11 @@ function show.ir(x, stage)
   end
   if stage == nil or stage == "graph" then
     print("=== graph (the lazy tensor graph)")
-    print(x.uop)
+    if sharded(x) then
+      for i, p in ipairs(x.pieces) do print(("--- piece %d on %s"):format(i, x.devices[i])); print(p.uop) end
+    else
+      print(x.uop)
+    end
   end
   if stage == "graph" then return end
   local items = x:schedule()
@@ -141,7 +147,11 @@ function show.src(x, device)
       shown = shown + 1
       local status = why[name] and ("cannot run here: " .. why[name]) or "runs here"
       print(("==================== %s: %s (%s)"):format(name, lang, status))
-      local ks = show.render(x, name, compiled ~= nil)
+      local ks = {}
+      for _, p in ipairs(sharded(x) and x.pieces or { x }) do
+        local r = show.render(p, name, compiled ~= nil)
+        table.move(r, 1, #r, #ks + 1, ks)
+      end
       for i, k in ipairs(ks) do
         print(("// kernel %d of %d: %s   launch: %s"):format(i, #ks, k.name, k.launch))
         io.write(k.src)

@@ -270,9 +270,81 @@ test("movement ops and a matmul with whole weights keep track of the sharded axi
   assert(show.typeof(cut) == "Tensor" and cut.device == "CPU:1", "a plain tensor on CPU:1")
   same(cut:to("CPU"):tolist(), x:shrink({ { 3, 4 }, { 1, 5 } }):tolist())
   same(m:shrink({ { 0, 2 }, nil }):tolist(), x:shrink({ { 0, 2 }, { 0, 6 } }):tolist())
-  H.errors(function() return m:shrink({ { 1, 3 }, nil }) end, "spans several devices' pieces")
+  -- across pieces: the whole tensor's cut, on the first device
+  local across = m:shrink({ { 1, 3 }, nil })
+  assert(show.typeof(across) == "Tensor" and across.device == "CPU", "gathered onto CPU")
+  same(across:tolist(), x:shrink({ { 1, 3 }, { 0, 6 } }):tolist())
   H.errors(function() return m:reshape(3, 8) end, "in 2 equal runs")
   H.errors(function() return by_cols:reshape(24) end, "in 2 equal runs")
+end)
+
+test("indexing, index assignment and repeat, along the sharded dim and across it, as on one device", function()
+  local by_cols = x:shard(devs, { axis = 1 })
+  local keys = { 2, -1, { 3, 4 }, { { 1, 3 } }, { { nil, nil, 2 }, 1 }, { { nil, nil, -1 } }, { nil, { 2, 5 } },
+    { Tensor.newaxis, nil, 1 }, { "...", 1 }, Tensor({ 0, 3 }), { nil, Tensor({ 0, 5, 2 }) } }
+  for _, t in ipairs({ m, by_cols, x:shard(devs) }) do
+    for k, key in ipairs(keys) do
+      local got = t[key]
+      assert(got ~= nil, "key " .. k .. " gave nil")
+      same(got:to("CPU"):tolist(), x[key]:tolist())
+    end
+  end
+  -- a whole run of the sharded dim stays sharded; one index into it is that device's piece
+  assert(m[{ nil, 2 }].axis == 0 and by_cols[1].axis == 0, "the sharded axis moves past an index before it")
+  assert(m[3].device == "CPU:1" and by_cols[{ nil, 4 }].device == "CPU:1", "an index into the sharded dim")
+  -- x[key] = v writes the tensor's own pieces
+  local w = x:clone():realize()
+  w:shard_(devs, { axis = 0 })
+  w[{ 3, { 1, 3 } }] = 7
+  local want = x:tolist()
+  want[4][2], want[4][3] = 7.0, 7.0
+  same(w:to("CPU"):tolist(), want)
+  local s = x:shard(devs, { axis = 1 })
+  s[{ 0, 5 }] = -1
+  want = x:tolist()
+  want[1][6] = -1.0
+  same(s:to("CPU"):tolist(), want)
+  H.errors(function() s.pieces_of = 1 end, "no field 'pieces_of'")
+  -- repeat along the sharded dim is the whole tensor's, cut again; along another, per piece
+  for _, r in ipairs({ { 2, 1 }, { 1, 2 }, { 3, 2, 1 } }) do
+    for _, t in ipairs({ m, by_cols }) do same(t:repeat_(r):to("CPU"):tolist(), x:repeat_(r):tolist()) end
+  end
+  assert(m:repeat_(2, 1).axis == 0 and m:repeat_(3, 1, 1).axis == 1, "repeated, still sharded")
+  for _, r in ipairs({ { 1, 0 }, { -3, 0 }, { 2, 1 }, { { 1, 2 }, { 0, 1 } } }) do
+    for _, t in ipairs({ m, by_cols }) do
+      local got = t:roll(r[1], r[2])
+      assert(got.axis == t.axis, "rolled, still sharded along its axis")
+      same(got:to("CPU"):tolist(), x:roll(r[1], r[2]):tolist())
+    end
+  end
+  same(m:transpose():to("CPU"):tolist(), x:transpose():tolist())
+end)
+
+test("the show commands take a sharded tensor: the graph of each piece, each device's source, the VIZ page", function()
+  local y = m * 2 + 1
+  local out = {}
+  local write = io.write
+  local print_ = print
+  io.write = function(...) for _, v in ipairs({ ... }) do out[#out + 1] = tostring(v) end end
+  print = function(...) for _, v in ipairs({ ... }) do out[#out + 1] = tostring(v) .. "\n" end end
+  local ok, err = pcall(function()
+    show.ir(y, "graph")
+    show.src(y, "LLVM")
+  end)
+  io.write, print = write, print_
+  assert(ok, err)
+  local text = table.concat(out)
+  assert(text:find("piece 1 on CPU\n", 1, true) and text:find("piece 2 on CPU:1", 1, true), text)
+  assert(not text:find("\nnil\n", 1, true), "a piece's graph printed as nil")
+  local _, kernels = text:gsub("// kernel %d+ of", "")
+  assert(kernels >= 2, "one kernel per piece at least: " .. text)
+  local path = show.viz_write(y.pieces, "sharded")
+  local f = assert(io.open(path))
+  local page = f:read("a")
+  f:close()
+  os.remove(path)
+  assert(page:find("CPU:1", 1, true), "the page names the second device")
+  H.errors(function() show.viz_write({}, "none") end, "empty list")
 end)
 
 test("gradients flow through the pieces and the copies to the tensor that was sharded", function()
