@@ -104,8 +104,11 @@ local function layout(list)
       devices = devices or v.devices
       if #v.devices ~= #devices then error("tensors sharded over different devices meet in one op", 4) end
       if v.axis then
-        if axis and axis ~= v.axis then error(("tensors sharded along axes %d and %d meet in one op"):format(axis, v.axis), 4) end
-        axis, ndim = v.axis, v.ndim
+        -- broadcasting aligns dims from the right: (4, 11, 2) cut along 2 meets (11, 2) cut along 1
+        if axis and ndim - axis ~= v.ndim - v.axis then
+          error(("tensors sharded along axes %d and %d meet in one op"):format(axis, v.axis), 4)
+        end
+        if not axis or v.ndim > ndim then axis, ndim = v.axis, v.ndim end
       end
     end
   end
@@ -166,7 +169,11 @@ local function map(f, list, out_axis_fn, cut)
   end
   if not is_tensor(outs[1]) then return outs[1] end
   local out_axis = axis
-  if out_axis_fn and axis then out_axis = out_axis_fn(axis, outs[1]) end
+  if out_axis_fn and axis then
+    out_axis = out_axis_fn(axis, outs[1])
+  elseif cut and axis then -- broadcast against higher ranks: the same dim counted from the right
+    out_axis = axis + outs[1].ndim - ndim
+  end
   return new(outs, devices, out_axis)
 end
 
@@ -180,8 +187,11 @@ local function align(list)
     if is_multi(v) and v.axis ~= nil then
       if not first then
         first = v
-      elseif v.axis ~= first.axis and v.ndim == first.ndim and #v.devices == #first.devices then
-        list[k] = shard(gather(v), first.devices, first.axis)
+      elseif v.ndim - v.axis ~= first.ndim - first.axis and #v.devices == #first.devices then
+        -- the first's dim, counted from the right (broadcasting); whole where v lacks it or has 1
+        local a = first.axis - (first.ndim - v.ndim)
+        local cut = a >= 0 and v.shape[a + 1] % #first.devices == 0 and v.shape[a + 1] > 1
+        list[k] = shard(gather(v), first.devices, cut and a or nil)
       end
     end
   end
@@ -342,10 +352,9 @@ local function reshape(x, ...)
     end
     prod = prod * s[j]
   end
-  if not at then
-    error(("reshape: (%s) does not keep the sharded dim %d (%d) in %d equal runs"):format(table.concat(s, ", "),
-      x.axis, x.shape[x.axis + 1], n), 3)
-  end
+  -- no dim of the new shape holds whole runs of each piece: the whole tensor's reshape, on every
+  -- device (tinygrad refuses it)
+  if not at then return shard(raw.reshape(gather(x), s), x.devices) end
   local ls = table.move(s, 1, #s, 1, {})
   ls[at + 1] = s[at + 1] // n
   local out = {}
@@ -370,9 +379,9 @@ local function matmul(x, w)
   local xk, wk = xa ~= nil and xa == x.ndim - 1, wa ~= nil and wa == w_rows
   local function whole(t) return is_multi(t) and t.pieces[1] or t end
   if xk or wk then
-    if (xa ~= nil and not xk) or (wa ~= nil and not wk) then
-      error("matmul: one operand is cut along the contracted dim and the other along another dim", 3)
-    end
+    -- the other cut along another dim: gathered, then cut along the contracted dim as well
+    if xa ~= nil and not xk then x = gather(x) end
+    if wa ~= nil and not wk then w = gather(w) end
     local xs = xk and x or shard(whole(x), devices, x.ndim - 1)
     local ws = wk and w or shard(whole(w), devices, w_rows)
     local partial = {}
@@ -393,8 +402,9 @@ local function matmul(x, w)
 end
 
 -- x:slice (what x[...] runs): an entry that keeps all of the sharded dim slices each piece alike;
--- an integer there is one piece's slice (a plain tensor on its device); any other range of it,
--- the slice of the whole tensor gathered onto the first device.
+-- an integer there is one piece's slice, any other range of it the whole tensor's: a plain tensor
+-- on the first device either way, where x:to() gathers (not beside tensors of the first device on
+-- another one, which no op could then mix with them).
 local function slice(x, ...)
   local e = select("#", ...) == 1 and type(...) == "table" and table.move(..., 1, #..., 1, {}) or table.pack(...)
   e.n = nil
@@ -412,7 +422,7 @@ local function slice(x, ...)
   if math.type(at) == "integer" and at >= -n and at < n then
     local i = at < 0 and at + n or at
     e[x.axis + 1] = i % size
-    return raw.slice(x.pieces[i // size + 1], e)
+    return raw.slice(x.pieces[i // size + 1], e):to(x.devices[1])
   end
   return raw.slice(gather(x), e)
 end
@@ -442,10 +452,10 @@ end
 
 local rules = {
   matmul = matmul,
+  slice = slice,
   repeat_ = repeat_,
   ["repeat"] = repeat_,
   roll = roll,
-  slice = slice,
   expand = function(x, ...)
     local shape = list_of(...)
     if x.axis == nil then return map(function(p) return raw.expand(p, shape) end, { x, n = 1 }) end
@@ -463,14 +473,15 @@ local rules = {
     for j = 1, x.ndim do a[j] = arg[j] end
     local r = a[x.axis + 1]
     if r and (r[1] ~= 0 or r[2] ~= x.shape[x.axis + 1]) then
-      -- a cut within one device's piece is that piece's cut: a plain tensor on that device
+      -- a cut within one device's piece is that piece's cut, moved to the first device as any
+      -- result no longer sharded (else no op could mix it with the first device's tensors)
       local size = x.pieces[1].shape[x.axis + 1]
       local i = r[1] // size
       if r[2] > r[1] and (r[2] - 1) // size == i then
         local b = {}
         for j = 1, x.ndim do b[j] = a[j] or { 0, x.shape[j] } end
         b[x.axis + 1] = { r[1] - i * size, r[2] - i * size }
-        return raw.shrink(x.pieces[i + 1], b)
+        return raw.shrink(x.pieces[i + 1], b):to(x.devices[1])
       end
       return raw.shrink(gather(x), arg) -- across pieces: the whole tensor's, on the first device
     end
@@ -694,13 +705,34 @@ local function hook()
   end
 end
 
+-- A method's options its rule does not take: matmul's reverse, a dtype to compute in.
+local function in_dtype(x, dtype) return dtype and x:cast(dtype) or x end
+local options = {
+  matmul = function(x, w, reverse, dtype)
+    return in_dtype(reverse and rules.matmul(w, x) or rules.matmul(x, w), dtype)
+  end,
+  dot = function(x, w, dtype) return in_dtype(rules.matmul(x, w), dtype) end,
+  sum = function(x, axis, keepdim, dtype) return rules.sum(in_dtype(x, dtype), axis, keepdim) end,
+  softmax = function(x, axis, dtype) return rules.softmax(in_dtype(x, dtype), axis) end,
+  log_softmax = function(x, axis, dtype) return rules.log_softmax(in_dtype(x, dtype), axis) end,
+}
+local method = {}
 MT.__index = function(m, k)
   if k == "T" then return rules.transpose(m, 1, 0) end -- the plain tensor's property (x.T)
   if type(k) ~= "string" then return T.__getitem(m, k) end -- x[i], x[{...}]: over the primitives
   k = args.alias_of[k] or k
   local f = T[k]
   if type(f) ~= "function" then return nil end
-  if rules[k] then return rules[k] end
+  if rules[k] then
+    -- with the method's keywords and its options that the rule lacks (a rule of a shape given as
+    -- numbers or a list takes it as it comes)
+    local params = args.params[k]
+    if not method[k] then
+      local listed = params and table.concat(params, ","):find("...", 1, true)
+      method[k] = params and not listed and args.wrap(k, params, options[k] or rules[k]) or rules[k]
+    end
+    return method[k]
+  end
   -- written in Lua: runs on the sharded tensor as it is
   if args.composed[k] or debug.getinfo(f, "S").what ~= "C" then return f end
   return function(...) return call(k, ...) end

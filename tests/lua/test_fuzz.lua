@@ -16,6 +16,7 @@ local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
 local NSEEDS = tonumber(os.getenv("FUZZ_SEEDS") or "") or 300
 local FIRST = tonumber(os.getenv("FUZZ_FIRST") or "") or 1
 local SHOW = os.getenv("FUZZ_SHOW")
+local SHARD = tonumber(os.getenv("FUZZ_SHARD") or "") -- the chance that an input is sharded over CPU:0 and CPU:1
 
 local U = 2.0 ^ -24   -- float32 unit roundoff
 local TINY = 2.0 ^ -120 -- absolute slack for underflow in exp / sigmoid
@@ -613,8 +614,17 @@ local function float_leaf(st, S)
   st.nx = st.nx + 1
   local name = "x" .. st.nx
   local text, vals = nested(ref)
+  local t = Tensor(vals)
+  if SHARD and R.chance(SHARD) then
+    -- cut along a dim that splits in two where there is one, else whole on both devices
+    local axes = {}
+    for d, v in ipairs(S) do if v % 2 == 0 then axes[#axes + 1] = d - 1 end end
+    local axis = #axes > 0 and R.chance(0.8) and R.pick(axes) or nil
+    t = axis and t:shard({ "CPU:0", "CPU:1" }, { axis = axis }) or t:shard({ "CPU:0", "CPU:1" })
+    text = ("%s):shard({\"CPU:0\", \"CPU:1\"}%s"):format(text, axis and (", {axis = %d}"):format(axis) or "")
+  end
   st.lines[#st.lines + 1] = ("local %s = Tensor(%s)"):format(name, text)
-  return { t = Tensor(vals), r = ref, code = name }
+  return { t = t, r = ref, code = name }
 end
 
 local function cmp_const(st, a)

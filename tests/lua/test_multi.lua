@@ -69,7 +69,11 @@ test("matmul with the right operand sharded, or the contracted dim: against one 
   close(a:shard(devs, { axis = 1 }):matmul(b), "x cut along the contracted dim, w whole")
   close(a:matmul(b:shard(devs, { axis = 0 })), "w cut along its rows, x whole")
   close(a:shard(devs):matmul(b:shard(devs, { axis = 1 })), "x replicated, w's columns")
-  H.errors(function() a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 0 })) end, "contracted dim and the other")
+  -- one cut along the contracted dim, the other along another: that one gathered and cut along it too
+  local mixed = a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 0 }))
+  assert(mixed.axis == nil, "the product whole on each device")
+  close(mixed, "x's rows, w's contracted rows")
+  close(a:shard(devs, { axis = 1 }):matmul(b:shard(devs, { axis = 1 })), "x's contracted columns, w's columns")
   -- x cut along its rows, w along its columns: w gathered, whole on each device
   local both = a:shard(devs, { axis = 0 }):matmul(b:shard(devs, { axis = 1 }))
   assert(both.axis == 0, "x's rows")
@@ -265,17 +269,21 @@ test("movement ops and a matmul with whole weights keep track of the sharded axi
   local by_cols = x:shard(devs, { axis = 1 })
   same(by_cols:reshape(4, 2, 3):to("CPU"):tolist(), x:reshape(4, 2, 3):tolist())
   assert(by_cols:reshape(4, 2, 3).axis == 1, "the split dim's first part is the sharded one")
-  -- a cut of the sharded dim within one device's piece is that piece's cut, on that device
+  -- a cut of the sharded dim within one device's piece is that piece's cut, on the first device
   local cut = m:shrink({ { 3, 4 }, { 1, 5 } })
-  assert(show.typeof(cut) == "Tensor" and cut.device == "CPU:1", "a plain tensor on CPU:1")
+  assert(show.typeof(cut) == "Tensor" and cut.device == "CPU", "a plain tensor on the first device")
+  same((cut + x:shrink({ { 3, 4 }, { 1, 5 } })):tolist(), (x:shrink({ { 3, 4 }, { 1, 5 } }) * 2):tolist())
   same(cut:to("CPU"):tolist(), x:shrink({ { 3, 4 }, { 1, 5 } }):tolist())
   same(m:shrink({ { 0, 2 }, nil }):tolist(), x:shrink({ { 0, 2 }, { 0, 6 } }):tolist())
   -- across pieces: the whole tensor's cut, on the first device
   local across = m:shrink({ { 1, 3 }, nil })
   assert(show.typeof(across) == "Tensor" and across.device == "CPU", "gathered onto CPU")
   same(across:tolist(), x:shrink({ { 1, 3 }, { 0, 6 } }):tolist())
-  H.errors(function() return m:reshape(3, 8) end, "in 2 equal runs")
-  H.errors(function() return by_cols:reshape(24) end, "in 2 equal runs")
+  -- where no dim of the new shape holds whole runs of each piece, the whole tensor's, replicated
+  for _, r in ipairs({ m:reshape(3, 8), by_cols:reshape(24), by_cols:flatten() }) do
+    assert(r.axis == nil and #r.pieces == 2, "replicated on both devices")
+    same(r:to("CPU:1"):tolist(), x:reshape(r.shape):tolist())
+  end
 end)
 
 test("indexing, index assignment and repeat, along the sharded dim and across it, as on one device", function()
@@ -291,7 +299,7 @@ test("indexing, index assignment and repeat, along the sharded dim and across it
   end
   -- a whole run of the sharded dim stays sharded; one index into it is that device's piece
   assert(m[{ nil, 2 }].axis == 0 and by_cols[1].axis == 0, "the sharded axis moves past an index before it")
-  assert(m[3].device == "CPU:1" and by_cols[{ nil, 4 }].device == "CPU:1", "an index into the sharded dim")
+  assert(m[3].device == "CPU" and by_cols[{ nil, 4 }].device == "CPU", "an index into it: on the first device")
   -- x[key] = v writes the tensor's own pieces
   local w = x:clone():realize()
   w:shard_(devs, { axis = 0 })
@@ -318,6 +326,24 @@ test("indexing, index assignment and repeat, along the sharded dim and across it
     end
   end
   same(m:transpose():to("CPU"):tolist(), x:transpose():tolist())
+end)
+
+test("a sharded tensor's methods take keywords and their options; broadcasting keeps the cut dim", function()
+  same(m:sum({ axis = 1, keepdim = true }):to("CPU"):tolist(), x:sum(1, true):tolist(), 1e-6)
+  same(m:sum{ axis = { 0, 1 } }:item(), x:sum():item(), 1e-5)
+  same(m:sum(0, false, "float64"):to("CPU"):tolist(), x:sum(0, false, "float64"):tolist(), 1e-9)
+  assert(m:sum(0, false, "float64").dtype == "float64", "sum's dtype")
+  same(m:softmax{ axis = 0 }:to("CPU"):tolist(), x:softmax(0):tolist(), 1e-6)
+  local w = (Tensor.arange(12):reshape(6, 2):cast("float32") - 5) / 3
+  same(m:matmul{ x = w }:to("CPU"):tolist(), x:matmul(w):tolist(), 1e-5)
+  local r = x:transpose()
+  same(m:matmul(r, true):to("CPU"):tolist(), r:matmul(x):tolist(), 1e-5) -- reverse: r @ m
+  -- (3, 4, 6) against (4, 6) cut along its dim 0: the product cut along dim 1, the same dim
+  local big = Tensor.arange(72):reshape(3, 4, 6):cast("float32") / 10
+  local prod = big * m
+  assert(prod.axis == 1 and prod.pieces[1].shape[2] == 2, "cut along dim 1 of three")
+  same(prod:to("CPU"):tolist(), (big * x):tolist(), 1e-6)
+  same((big:shard(devs, { axis = 2 }) + m):to("CPU"):tolist(), (big + x):tolist(), 1e-6)
 end)
 
 test("the show commands take a sharded tensor: the graph of each piece, each device's source, the VIZ page", function()
