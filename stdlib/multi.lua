@@ -279,7 +279,30 @@ end
 -- sum, max, min over axes that include the sharded one: each piece's, then combined across the
 -- devices on every device (the result is replicated)
 local combine = { sum = "add", max = "maximum", min = "minimum" }
-local function reduce(name, x, axis, keepdim)
+-- A max or min over the sharded axis (out, keepdim) takes its gradient as on one device: split
+-- evenly among every element equal to it, on every device. Through the pieces' own reduces and the
+-- combining maximum, ties split per device, then in halves between devices (1/8 where one device
+-- gives 1/7).
+local tie_grad
+local reduce, reshape -- below
+local function even_ties(out, x, axis)
+  if T.no_grad then return out end
+  tie_grad = tie_grad or T._grad_fn(function(g, ...) -- inputs: x's pieces, then their weights
+    local ins = table.pack(...)
+    local n, grads = ins.n // 2, {}
+    for i = 1, n do grads[i] = g:to(ins[n + i].device) * ins[n + i] end
+    return table.unpack(grads, 1, ins.n)
+  end)
+  local hit = x:eq(out:detach()):cast(x.dtype)
+  local weight = (hit / reduce("sum", hit, axis, true)):detach()
+  local ins = table.move(x.pieces, 1, #x.pieces, 1, {})
+  table.move(weight.pieces, 1, #weight.pieces, #ins + 1, ins)
+  local pieces = {}
+  for j, p in ipairs(out.pieces) do pieces[j] = T._custom_grad(p, ins, tie_grad) end
+  return new(pieces, out.devices, nil)
+end
+
+function reduce(name, x, axis, keepdim)
   local over = axes(x, axis)
   local cut = x.axis ~= nil
   if cut then
@@ -301,6 +324,15 @@ local function reduce(name, x, axis, keepdim)
     return sum / count
   end
   if not combine[name] then error(name .. ": not over the sharded axis of a sharded tensor", 3) end
+  if name ~= "sum" and not keepdim then -- through keepdim, where even_ties compares x with it
+    local shape = {}
+    for j, v in ipairs(x.shape) do
+      local kept = true
+      for _, a in ipairs(over) do kept = kept and a ~= j - 1 end
+      if kept then shape[#shape + 1] = v end
+    end
+    return reshape(reduce(name, x, axis, true), shape)
+  end
   local partial = {}
   for i, p in ipairs(x.pieces) do partial[i] = raw[name](p, axis, keepdim) end
   -- with eager copies, the pieces stored with their partials: the graph above them (a convolution)
@@ -311,7 +343,8 @@ local function reduce(name, x, axis, keepdim)
     table.move(partial, 1, #partial, #both + 1, both)
     raw.realize_all(both)
   end
-  return new(all_reduce(partial, x.devices, combine[name]), x.devices, nil)
+  local out = new(all_reduce(partial, x.devices, combine[name]), x.devices, nil)
+  return name == "sum" and out or even_ties(out, x, axis)
 end
 
 -- a shape or order given as a list or as separate numbers
@@ -332,7 +365,7 @@ end
 -- merged with the dims after it: each piece is a contiguous run of every such block, so it is
 -- that dim's share when the dim divides into the devices (8 cut over 2 devices as (2, 4): a row
 -- each; (4, 2) as 2 rows each; (3, ...) not at all). The pieces reshape with that dim divided.
-local function reshape(x, ...)
+function reshape(x, ...)
   local shape = list_of(...)
   if x.axis == nil then return map(function(p) return raw.reshape(p, shape) end, { x, n = 1 }) end
   local s = {}

@@ -16,6 +16,7 @@ local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
 local NSEEDS = tonumber(os.getenv("FUZZ_SEEDS") or "") or 300
 local FIRST = tonumber(os.getenv("FUZZ_FIRST") or "") or 1
 local SHOW = os.getenv("FUZZ_SHOW")
+local check_gradients -- below
 local SHARD = tonumber(os.getenv("FUZZ_SHARD") or "") -- the chance that an input is sharded over CPU:0 and CPU:1
 
 local U = 2.0 ^ -24   -- float32 unit roundoff
@@ -518,7 +519,13 @@ local function apply(tmpl, kids, ref)
   local src = "return " .. (tmpl:gsub("%$(%d)", "_%1"))
   local t = assert(load(src, "=fuzz", "t", env))()
   local code = tmpl:gsub("%$(%d)", function(i) return kids[tonumber(i)].code end)
-  return { t = t, r = ref, code = code }
+  -- with sharded inputs, p: the same op on the plain tensors they were cut from (its gradients)
+  local p
+  if SHARD then
+    for i, k in ipairs(kids) do env["_" .. i] = k.p or k.t end
+    p = #kids > 0 and assert(load(src, "=fuzz", "t", env))() or t
+  end
+  return { t = t, r = ref, code = code, p = p }
 end
 
 local function nested(ref) -- reference data -> nested Lua table literal text and value
@@ -615,6 +622,11 @@ local function float_leaf(st, S)
   local name = "x" .. st.nx
   local text, vals = nested(ref)
   local t = Tensor(vals)
+  local p = t
+  if SHARD then
+    t.requires_grad = true -- the gradient check compares the sharded program's with this one's
+    st.inputs[#st.inputs + 1] = t
+  end
   if SHARD and R.chance(SHARD) then
     -- cut along a dim that splits in two where there is one, else whole on both devices
     local axes = {}
@@ -624,7 +636,7 @@ local function float_leaf(st, S)
     text = ("%s):shard({\"CPU:0\", \"CPU:1\"}%s"):format(text, axis and (", {axis = %d}"):format(axis) or "")
   end
   st.lines[#st.lines + 1] = ("local %s = Tensor(%s)"):format(name, text)
-  return { t = t, r = ref, code = name }
+  return { t = t, r = ref, code = name, p = p }
 end
 
 local function cmp_const(st, a)
@@ -1173,11 +1185,55 @@ local function check(name, node)
   return nil
 end
 
+-- With sharded inputs: the gradient of the float outputs' sum with respect to every input, through
+-- the sharded program and through the same program on the plain inputs (the engine's own gradients,
+-- checked against finite differences by test_autograd), agree.
+function check_gradients(st, outs)
+  local function grads(key)
+    local loss
+    for _, o in ipairs(outs) do
+      if not o.r.bool then
+        local s = o[key]:sum():to("CPU") -- a sharded sum gathered
+        loss = loss and loss + s or s
+      end
+    end
+    if not loss then return nil end
+    for _, x in ipairs(st.inputs) do x.grad = nil end
+    -- an output of constants alone has no gradient: the plain program says so first
+    local ok, err = pcall(loss.backward, loss)
+    if not ok then
+      if key == "p" and tostring(err):find("does not depend", 1, true) then return nil end
+      error(err, 0)
+    end
+    local out = {}
+    for i, x in ipairs(st.inputs) do out[i] = x.grad and x.grad:flatten():tolist() or false end
+    return out
+  end
+  local want = grads("p")
+  if not want then return nil end
+  local got = grads("t")
+  st.lines[#st.lines + 1] = "-- then the gradients of the float outputs' sum, sharded and not"
+  for i, w in ipairs(want) do
+    local g = got[i]
+    if (g == false) ~= (w == false) then return ("x%d: a gradient on one side only"):format(i) end
+    -- float32 sums in another order (pieces, then across devices): errors relative to the largest
+    local scale = 0
+    for j = 1, w and #w or 0 do
+      if math.abs(w[j]) < math.huge then scale = math.max(scale, math.abs(w[j])) end
+    end
+    for j = 1, w and #w or 0 do
+      if g[j] ~= w[j] and not (math.abs(g[j] - w[j]) <= 1e-4 * math.abs(w[j]) + 1e-5 * (1 + scale)) then
+        return ("x%d's gradient at flat %d: %s sharded, %s plain"):format(i, j - 1, tostring(g[j]), tostring(w[j]))
+      end
+    end
+  end
+end
+
 -- ---------------------------------------------------------------- one seed
 
 local function run_seed(seed)
   local R = Rng(seed)
-  local st = { R = R, lines = {}, pool = {}, nx = 0, nt = 0 }
+  local st = { R = R, lines = {}, pool = {}, nx = 0, nt = 0, inputs = {} }
   local outs = {}
   local nout = R.pick { 1, 1, 2, 2, 3 }
   local noopt = R.chance(0.1) -- also the unoptimized lowering (no dim merging, no opts)
@@ -1214,6 +1270,10 @@ local function run_seed(seed)
     for i = 1, nout do st.lines[#st.lines + 1] = ("print(o%d)"):format(i) end
     for i, o in ipairs(outs) do
       local msg = check("o" .. i, o)
+      if msg then error(msg, 0) end
+    end
+    if SHARD then
+      local msg = check_gradients(st, outs)
       if msg then error(msg, 0) end
     end
   end

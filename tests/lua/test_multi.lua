@@ -328,6 +328,34 @@ test("indexing, index assignment and repeat, along the sharded dim and across it
   same(m:transpose():to("CPU"):tolist(), x:transpose():tolist())
 end)
 
+test("max and min over the sharded axis split their gradient among ties on every device, as on one", function()
+  local v = Tensor({ { 1, 3 }, { 3, 0 }, { 3, 2 }, { 1, 1 } }):cast("float32")
+  local function grad_of(f, axis)
+    local w = v:clone():realize():requires_grad_()
+    f(axis and w:shard(devs, { axis = axis }) or w):backward()
+    return w.grad:tolist()
+  end
+  local third = 1 / 3
+  local cases = {
+    { function(t) return t:max() end, { { 0, third }, { third, 0 }, { third, 0 }, { 0, 0 } } },
+    { function(t) return t:max(0):sum() end, { { 0, 1 }, { 0.5, 0 }, { 0.5, 0 }, { 0, 0 } } },
+    { function(t) return (t * -1):min(0, true):sum() end, { { 0, -1 }, { -0.5, 0 }, { -0.5, 0 }, { 0, 0 } } },
+    { function(t) return t:min() end, { { 0, 0 }, { 0, 1 }, { 0, 0 }, { 0, 0 } } },
+  }
+  for k, c in ipairs(cases) do
+    same(grad_of(c[1]), c[2], 1e-6)
+    for _, axis in ipairs({ 0, 1 }) do
+      local ok, got = pcall(grad_of, c[1], axis)
+      assert(ok, got)
+      for i = 1, 4 do
+        for j = 1, 2 do
+          assert(math.abs(got[i][j] - c[2][i][j]) < 1e-6, ("case %d, axis %d, at %d,%d: %g"):format(k, axis, i, j, got[i][j]))
+        end
+      end
+    end
+  end
+end)
+
 test("a sharded tensor's methods take keywords and their options; broadcasting keeps the cut dim", function()
   same(m:sum({ axis = 1, keepdim = true }):to("CPU"):tolist(), x:sum(1, true):tolist(), 1e-6)
   same(m:sum{ axis = { 0, 1 } }:item(), x:sum():item(), 1e-5)
