@@ -460,8 +460,10 @@ local function slice(x, ...)
   return raw.slice(gather(x), e)
 end
 
--- repeat_ and roll along the sharded dim: the whole tensor's, cut again (each piece would need the
--- other pieces' rows); along any other dim, piece by piece as they are written.
+-- f of the whole tensor, gathered, cut again along the same dim (counted from the right) where it
+-- still divides into the devices, else whole on each. repeat_ and roll along the sharded dim take
+-- this way (each piece would need the other pieces' rows); along any other dim, they run piece by
+-- piece as they are written.
 local function on_whole(x, f, ...)
   local whole = f(gather(x), ...)
   local a = x.axis + whole.ndim - x.ndim
@@ -684,8 +686,7 @@ end)
 local function pad(x, arg, ...)
   local r = x.axis and type(arg) == "table" and arg[x.axis + 1]
   if not (r and (r[1] ~= 0 or r[2] ~= 0)) then return map(raw.pad, table.pack(x, arg, ...)) end
-  local whole = raw.pad(gather(x), arg, ...)
-  return shard(whole, x.devices, whole.shape[x.axis + 1] % #x.devices == 0 and x.axis or nil)
+  return on_whole(x, raw.pad, arg, ...)
 end
 -- rules of primitives whose Tensor method is written in Lua over them (the method itself runs on
 -- a sharded tensor unchanged)
