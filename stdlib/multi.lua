@@ -53,6 +53,8 @@ end
 
 local function shard(x, devices, axis, copy)
   if type(devices) ~= "table" or #devices < 1 then error("shard: devices must be a list of device names", 3) end
+  -- {axis = a} with a nil is an empty table, which keywords never see (no string key): no axis
+  if type(axis) == "table" and next(axis) == nil then axis = nil end
   if axis then
     if math.type(axis) ~= "integer" then error("shard: axis must be an integer", 3) end
     if axis < 0 then axis = axis + x.ndim end
