@@ -10,7 +10,8 @@
 -- Some intermediates are realized mid-way, outputs are realized together or one by one.
 --
 -- Environment knobs (for debugging): FUZZ_SEEDS=n (how many), FUZZ_FIRST=k (first seed),
--- FUZZ_SHOW=1 (print every generated program).
+-- FUZZ_SHOW=1 (print every generated program), FUZZ_SHARD=p (each input sharded over CPU:0 and
+-- CPU:1 with chance p; the gradients then checked against the same program on the plain inputs).
 local H = dofile((arg[0]:match("^(.*/)") or "") .. "harness.lua")
 
 local NSEEDS = tonumber(os.getenv("FUZZ_SEEDS") or "") or 300
