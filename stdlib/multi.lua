@@ -284,27 +284,41 @@ local combine = { sum = "add", max = "maximum", min = "minimum" }
 -- A max or min over the sharded axis (out, keepdim) takes its gradient as on one device: split
 -- evenly among every element equal to it, on every device. Through the pieces' own reduces and the
 -- combining maximum, ties split per device, then in halves between devices (1/8 where one device
--- gives 1/7).
+-- gives 1/7). The ties are found and counted in backward only: a forward pass runs no more kernels.
 local tie_grad
-local reduce, reshape -- below
-local function even_ties(out, x, axis)
+local reshape -- below
+local function even_ties(out, x)
   if T.no_grad then return out end
-  tie_grad = tie_grad or T._grad_fn(function(g, ...) -- inputs: x's pieces, then their weights
+  tie_grad = tie_grad or T._grad_fn(function(g, ...) -- inputs: x's pieces, then out's on each device
     local ins = table.pack(...)
-    local n, grads = ins.n // 2, {}
-    for i = 1, n do grads[i] = g:to(ins[n + i].device) * ins[n + i] end
+    local n, hits, counts = ins.n // 2, {}, {}
+    for i = 1, n do
+      local xi, m = ins[i], ins[n + i]
+      hits[i] = xi:eq(m):cast(xi.dtype)
+      local axes = {} -- out's dims of 1: the reduced ones (a sum over any other of 1 changes nothing)
+      for a, v in ipairs(m.shape) do
+        if v == 1 then axes[#axes + 1] = a - 1 end
+      end
+      counts[i] = hits[i]:sum(axes, true)
+    end
+    local grads = {}
+    for i = 1, n do
+      local d, total = ins[i].device, counts[i]
+      for k = 1, n do
+        if k ~= i then total = total + counts[k]:to(d) end
+      end
+      grads[i] = g:to(d) * hits[i] / total
+    end
     return table.unpack(grads, 1, ins.n)
   end)
-  local hit = x:eq(out:detach()):cast(x.dtype)
-  local weight = (hit / reduce("sum", hit, axis, true)):detach()
   local ins = table.move(x.pieces, 1, #x.pieces, 1, {})
-  table.move(weight.pieces, 1, #weight.pieces, #ins + 1, ins)
+  for _, p in ipairs(out.pieces) do ins[#ins + 1] = p:detach() end
   local pieces = {}
   for j, p in ipairs(out.pieces) do pieces[j] = T._custom_grad(p, ins, tie_grad) end
   return new(pieces, out.devices, nil)
 end
 
-function reduce(name, x, axis, keepdim)
+local function reduce(name, x, axis, keepdim)
   local over = axes(x, axis)
   local cut = x.axis ~= nil
   if cut then
@@ -346,7 +360,7 @@ function reduce(name, x, axis, keepdim)
     raw.realize_all(both)
   end
   local out = new(all_reduce(partial, x.devices, combine[name]), x.devices, nil)
-  return name == "sum" and out or even_ties(out, x, axis)
+  return name == "sum" and out or even_ties(out, x)
 end
 
 -- a shape or order given as a list or as separate numbers
