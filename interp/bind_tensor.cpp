@@ -31,7 +31,21 @@ Tensor* tensor_underneath(lua_State* L, int idx) {
   return t->uop ? t : nullptr;
 }
 
+Tensor* whole_tensor(lua_State* L, int idx) {
+  if (Tensor* t = test_tensor(L, idx)) return t;
+  idx = lua_absindex(L, idx);
+  int ty = lua_type(L, idx);
+  if ((ty != LUA_TTABLE && ty != LUA_TUSERDATA) || luaL_getmetafield(L, idx, "__whole") == LUA_TNIL)
+    return nullptr;
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 1);
+  lua_replace(L, idx);
+  return test_tensor(L, idx);
+}
+
 Tensor& check_tensor(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (Tensor* t = whole_tensor(L, idx)) return *t;
   auto* t = static_cast<Tensor*>(luaL_checkudata(L, idx, kTensorMeta));
   if (!t->uop) luaL_error(L, "Tensor: this tensor was garbage-collected");
   return *t;
@@ -153,7 +167,7 @@ Tensor tensor_from_value(lua_State* L, int idx, std::optional<DType> dtype) {
 
 // A binary op's other side: a Tensor, a Lua number/boolean (dtype from `like`) or a nested table.
 Tensor operand(lua_State* L, int idx, const Tensor& like) {
-  if (Tensor* t = test_tensor(L, idx)) return *t;
+  if (Tensor* t = whole_tensor(L, idx)) return *t;
   switch (lua_type(L, idx)) {
   case LUA_TNUMBER:
     return Tensor::from_scalar(
@@ -172,7 +186,7 @@ Tensor operand(lua_State* L, int idx, const Tensor& like) {
 
 int tensor_call(lua_State* L) { // Tensor(data [, dtype]); arg 1 is the Tensor table
   std::optional<DType> dtype = opt_dtype(L, 3);
-  if (Tensor* t = test_tensor(L, 2)) {
+  if (Tensor* t = whole_tensor(L, 2)) {
     push_tensor(L, dtype ? t->cast(*dtype) : *t);
     return 1;
   }

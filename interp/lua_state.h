@@ -58,7 +58,10 @@ Tensor* test_tensor(lua_State* L, int idx); // nullptr if not a Tensor
 // Also a tensor sharded in place (x:shard_, stdlib/multi.lua): still a Tensor underneath, its
 // metatable marked __tensor_underneath. For autograd, whose gradient it keeps.
 Tensor* tensor_underneath(lua_State* L, int idx);
-Tensor& check_tensor(lua_State* L, int idx);
+// A tensor, or the whole of a sharded one (stdlib/multi.lua's __whole: its pieces gathered onto
+// one device), which then takes the sharded tensor's place at idx on the stack. nullptr otherwise.
+Tensor* whole_tensor(lua_State* L, int idx);
+Tensor& check_tensor(lua_State* L, int idx); // whole_tensor, else an error naming what came
 void push_tensor(lua_State* L, Tensor t);
 void open_tensor(lua_State* L); // sets global Tensor
 // Lua-side attributes of a tensor (x.grad, x.requires_grad), kept in its user value table.

@@ -152,8 +152,8 @@ local broadcasting = {}
 for _, k in ipairs({ "_alu", "_broadcasted", "add", "sub", "mul", "div", "idiv", "pow", "eq", "ne", "lt", "le", "gt",
   "ge", "maximum", "minimum", "where" }) do broadcasting[k] = true end
 
--- f applied piece by piece; results that are tensors become sharded along `out_axis`; `cut`:
--- whole arguments are cut as the pieces are.
+-- f applied piece by piece; each of its results that is a tensor (_broadcasted has two) becomes
+-- sharded along `out_axis`; `cut`: whole arguments are cut as the pieces are.
 local function map(f, list, out_axis_fn, cut)
   local axis, devices, ndim = layout(list)
   local outs, cache = {}, {}
@@ -164,19 +164,29 @@ local function map(f, list, out_axis_fn, cut)
     -- arange) belongs beside the piece
     local prev = Device.DEFAULT
     Device.DEFAULT = devices[i]
-    local ok, r = pcall(f, table.unpack(a, 1, list.n or #list))
+    local r = table.pack(pcall(f, table.unpack(a, 1, list.n or #list)))
     Device.DEFAULT = prev
-    if not ok then error(r, 0) end
+    if not r[1] then error(r[2], 0) end
     outs[i] = r
   end
-  if not is_tensor(outs[1]) then return outs[1] end
-  local out_axis = axis
-  if out_axis_fn and axis then
-    out_axis = out_axis_fn(axis, outs[1])
-  elseif cut and axis then -- broadcast against higher ranks: the same dim counted from the right
-    out_axis = axis + outs[1].ndim - ndim
+  local results = {}
+  for j = 2, outs[1].n do
+    local first = outs[1][j]
+    if is_tensor(first) then
+      local out_axis = axis
+      if out_axis_fn and axis then
+        out_axis = out_axis_fn(axis, first)
+      elseif cut and axis then -- broadcast against higher ranks: the same dim counted from the right
+        out_axis = axis + first.ndim - ndim
+      end
+      local pieces = {}
+      for i = 1, #devices do pieces[i] = outs[i][j] end
+      results[j - 1] = new(pieces, devices, out_axis)
+    else
+      results[j - 1] = first
+    end
   end
-  return new(outs, devices, out_axis)
+  return table.unpack(results, 1, outs[1].n - 1)
 end
 
 -- Arguments cut along different axes meet as tinygrad's do: each cut otherwise than the first
@@ -591,7 +601,20 @@ local rules = {
     end)
   end,
   squeeze = function(x, d)
-    if d == nil then error("squeeze: name the dim on a sharded tensor", 3) end
+    if d == nil then -- every dim of size 1 in the whole tensor (a piece's share may be 1 too)
+      local ones = {}
+      for i = x.ndim, 1, -1 do
+        if x.shape[i] == 1 then ones[#ones + 1] = i - 1 end
+      end
+      return map(function(p)
+        for _, i in ipairs(ones) do p = raw.squeeze(p, i) end
+        return p
+      end, { x, n = 1 }, function(a)
+        local below = 0
+        for _, i in ipairs(ones) do below = below + (i < a and 1 or 0) end
+        return a - below
+      end)
+    end
     return map(function(p) return raw.squeeze(p, d) end, { x, n = 1 }, function(a)
       d = d < 0 and d + x.ndim or d
       return d < a and a - 1 or a
@@ -799,12 +822,20 @@ MT.__newindex = function(m, k, v)
   if type(k) ~= "string" then return setitem(m, k, v) end
   error(("a sharded tensor has no field '%s' to set"):format(k), 2)
 end
+-- A C++ binding that takes one tensor (interp/bind_tensor.cpp, whole_tensor) and meets a sharded
+-- one takes the whole of it, gathered onto its first device, as the fall-backs above do.
+MT.__whole = function(m) return gather(m) end
 MT.__tostring = function(m)
   return ("<sharded Tensor (%s) %s on %s, axis %s>"):format(table.concat(m.shape, ", "), m.dtype,
     table.concat(m.devices, ", "), tostring(m.axis))
 end
+-- an operator: its primitive's rule, or the method written in Lua over the primitives (mod)
+local function binop(op, a, b)
+  if raw[op] then return call(op, a, b) end
+  return T[op](a, b)
+end
 for _, op in ipairs({ "add", "sub", "mul", "div", "pow", "idiv", "mod" }) do
-  MT["__" .. op] = function(a, b) return call(op, a, b) end
+  MT["__" .. op] = function(a, b) return binop(op, a, b) end
 end
 MT.__unm = function(a) return call("neg", a) end
 
@@ -815,7 +846,7 @@ local op_names = { ["+"] = "add", ["-"] = "sub", ["*"] = "mul", ["/"] = "div", [
 MT.__tensor_binop = function(name, a, b)
   local op = op_names[name:match("^Tensor (%S+)$") or ""] or name:match("^Tensor:(%w+)$")
   if not op then error(name .. ": does not take sharded tensors", 2) end
-  return call(op, a, b)
+  return binop(op, a, b)
 end
 
 -- Routed from the start: a function taken from Tensor before the first shard (nn.Sequential's
@@ -833,8 +864,9 @@ local standing = setmetatable({}, { __mode = "k" }) -- x -> the sharded tensor i
 local stale = setmetatable({}, { __mode = "k" })    -- x -> true: its pieces are to be made again
 local fresh -- below: standing[x], its pieces made again first where stale
 local TENSOR_MT = debug.getmetatable(T.zeros(1))
--- __name: a binding that meets it says "Tensor expected, got sharded Tensor"
+-- __name: what an error names it; __whole: what a binding that takes one tensor reads
 local STAND = { __metatable = MT, __name = "sharded Tensor", __tensor_underneath = true }
+STAND.__whole = function(x) return gather(fresh(x)) end
 local function underneath(x, f)
   debug.setmetatable(x, TENSOR_MT)
   local ok, r = pcall(f, x)

@@ -189,6 +189,30 @@ test("elementwise ops, with numbers, plain and replicated tensors, run per piece
   H.errors(function() return m + x:shard({ "CPU:0", "CPU:1", "CPU:2" }, { axis = 1 }) end, "over different devices")
 end)
 
+test("methods written over several primitives (%, round, squeeze()); bindings that take one tensor read the whole", function()
+  same((m % 0.75):to("CPU"):tolist(), (x % 0.75):tolist(), 1e-6)
+  same((1.5 % m):to("CPU"):tolist(), (1.5 % x):tolist(), 1e-6) -- the number on the left
+  same((Tensor.full({ 6 }, 2.5) % m):to("CPU"):tolist(), (Tensor.full({ 6 }, 2.5) % x):tolist(), 1e-6)
+  same((m * 1.3):round():to("CPU"):tolist(), (x * 1.3):round():tolist())
+  local a, b = Tensor._broadcasted(m, 2) -- two results, both cut
+  assert(a.axis == 0 and b.axis == 0, "both results sharded")
+  same(b:to("CPU"):tolist(), Tensor.full({ 4, 6 }, 2.0):tolist())
+  local col = x:reshape(4, 1, 6, 1):shard(devs, { axis = 0 })
+  local sq = col:squeeze() -- the shares (2, 1, 6, 1) would lose dim 0 as well
+  same(sq.shape, { 4, 6 })
+  assert(sq.axis == 0, "still cut along dim 0")
+  same(sq:to("CPU"):tolist(), x:tolist())
+  same(Tensor.rand(2, 3):shard(devs, { axis = 0 }):reshape(2, 1, 3):squeeze().shape, { 2, 3 }) -- shares of 1
+  -- Tensor(t) and show.try_opts are C++ bindings: the sharded tensor gathered, its gradient flowing back
+  local w = x:clone():realize():requires_grad_()
+  local whole = Tensor(w:shard(devs, { axis = 1 }) * 3)
+  assert(whole.device == "CPU", "gathered onto the first device")
+  same(whole:tolist(), (x * 3):tolist(), 1e-6)
+  whole:sum():backward()
+  same(w.grad:tolist(), Tensor.full({ 4, 6 }, 3.0):tolist())
+  assert(show.try_opts(m * 2, {}).name == "E_4_6", "one kernel over the whole (4, 6)")
+end)
+
 test("sharded weights: saved whole, loaded back into their pieces; aliases (clip, view) route too", function()
   local w = x:detach()
   w:shard_(devs, { axis = 0 })
