@@ -87,10 +87,10 @@ void check_random_opts(const std::string& device, int draws, int min_legal, int 
   std::mt19937 rng(42);
   const int64_t amounts[] = {0, 2, 3, 4, 5, 8, 16, 7};
   auto random_opt = [&] {
-    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL,   OptOp::UPCAST,   OptOp::UNROLL,
-                         OptOp::SWAP,   OptOp::LOCAL,    OptOp::NOLOCALS, OptOp::PADTO,
-                         OptOp::GROUP,  OptOp::GROUPTOP, OptOp::BLOCK,    OptOp::VECTORIZE};
-    OptOp op = ops[rng() % 12];
+    const OptOp ops[] = {OptOp::UPCAST, OptOp::UNROLL,    OptOp::UPCAST, OptOp::UNROLL, OptOp::SWAP,
+                         OptOp::LOCAL,  OptOp::NOLOCALS,  OptOp::PADTO,  OptOp::GROUP,  OptOp::GROUPTOP,
+                         OptOp::BLOCK,  OptOp::VECTORIZE, OptOp::MERGE};
+    OptOp op = ops[rng() % std::size(ops)];
     if (op == OptOp::NOLOCALS) return Opt{op, 0, 0};
     int64_t axis = static_cast<int64_t>(rng() % 4);
     return Opt{op, axis, op == OptOp::SWAP ? static_cast<int64_t>(rng() % 4) : amounts[rng() % 8]};
@@ -132,7 +132,7 @@ void check_random_opts(const std::string& device, int draws, int min_legal, int 
                             msg.find("LOCAL(") == 0 || msg.find("NOLOCALS:") == 0 ||
                             msg.find("PADTO(") == 0 || msg.find("GROUP(") == 0 ||
                             msg.find("GROUPTOP(") == 0 || msg.find("BLOCK(") == 0 ||
-                            msg.find("VECTORIZE(") == 0;
+                            msg.find("VECTORIZE(") == 0 || msg.find("MERGE(") == 0;
         bool names_the_launch =
             target.gpu && (msg.find("launch dim") == 0 || msg.find("a work-group of") == 0 ||
                            msg.find("more than 3 local") == 0 || msg.find("GROUP:") == 0 ||
@@ -379,6 +379,58 @@ TEST_CASE("VECTORIZE tells the compiler to vectorize the innermost loop, and not
   std::vector<Opt> over_reduce{{OptOp::VECTORIZE, 1, 0}};
   CHECK_THROWS_WITH(lower_kernel(a.matmul(b).schedule().back().ast, &over_reduce),
                     Catch::Contains("runs inside it"));
+}
+
+// A block of 4 x 4 outputs stored contiguously, each read from every other row and column (a
+// Winograd transform's tiles): MERGE makes the loops one, which the load reads through a second
+// view (dividing the loop by 4), and VECTORIZE runs it as lanes.
+TEST_CASE("MERGE joins two loops over outputs, a load that cannot follow reading through a second view") {
+  std::vector<double> data(8 * 8 * 8);
+  std::mt19937 rng(5);
+  for (auto& v : data)
+    v = static_cast<double>(rng() % 1000) / 100 - 5;
+  auto made_on = [&](const std::string& dev) { // out[i, r, c] = x[i, 2r, 2c] * 3
+    Tensor x = Tensor::from_data(data, {8, 4, 2, 4, 2}, DType::Float32, dev);
+    return x.shrink({{0, 8}, {0, 4}, {0, 1}, {0, 4}, {0, 1}})
+        .reshape({8, 4, 4})
+        .mul(Tensor::from_scalar(Scalar{3.0, DType::Float32}, x));
+  };
+  auto ast = made_on("CPU").schedule().back().ast;
+  // the loops as scheduled: (32, 4), rows i and r one loop (the load's strides 64 and 16 join)
+  std::vector<Opt> none, merged{{OptOp::MERGE, 0, 0}, {OptOp::VECTORIZE, 0, 0}};
+  LoweredKernel k = lower_kernel(ast, &merged);
+  REQUIRE(k.shape.full.size() == 1);
+  CHECK(k.shape.full[0] == 128);
+  CHECK(k.shape.kind[0] == kVector);
+  std::vector<float> want(8 * 16);
+  for (int64_t i = 0; i < 8; i++)
+    for (int64_t r = 0; r < 4; r++)
+      for (int64_t c = 0; c < 4; c++)
+        want[(i * 4 + r) * 4 + c] = static_cast<float>(data[i * 64 + r * 16 + c * 2]) * 3;
+  struct Restore {
+    int threads = settings().threads;
+    ~Restore() { settings().threads = threads; }
+  } restore;
+  for (std::string dev : {"CPU", "LLVM"}) {
+    for (int cores : {1, 2}) {
+      settings().threads = cores;
+      for (auto* opts : {&merged, &none}) {
+        INFO(dev << " at " << cores << " cores, " << (opts == &merged ? "merged" : "no opts"));
+        std::vector<float> got = run_last(made_on(dev), *opts);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < want.size(); i++)
+          REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6));
+      }
+    }
+  }
+  std::vector<Opt> amount{{OptOp::MERGE, 0, 4}}, last{{OptOp::MERGE, 1, 0}};
+  CHECK_THROWS_WITH(lower_kernel(ast, &amount), Catch::Contains("takes no amount"));
+  CHECK_THROWS_WITH(lower_kernel(ast, &last), Catch::Contains("is not a dim over outputs to join"));
+  Tensor a = Tensor::rand({8, 16}), b = Tensor::rand({16, 8});
+  Tensor::realize_all({&a, &b});
+  std::vector<Opt> into_reduce{{OptOp::MERGE, 1, 0}};
+  CHECK_THROWS_WITH(lower_kernel(a.matmul(b).schedule().back().ast, &into_reduce),
+                    Catch::Contains("is not a dim over outputs to join"));
 }
 
 TEST_CASE("a reduce loop that updates a tile is left as written by the compiler, values unchanged") {

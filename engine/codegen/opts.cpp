@@ -14,15 +14,18 @@ LaunchDim launch_dim(const UOp& special) {
 
 namespace {
 
+// Which views may take a second view where the new shape fits no single one: none, masked ones
+// (after PADTO: a mask over 32 split 2x16 fits no single view), or any (MERGE).
+enum class Stack { kNone, kMasked, kAny };
+
 // Moves every view to the new shapes (full-shaped views to next.full, the others to next.out)
-// if each stays a single view; otherwise changes nothing. A masked view (after PADTO) may take
-// a second view where `masked_may_stack`: a mask over 32 split 2x16 fits no single view.
-bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next, bool masked_may_stack = false) {
+// if each stays a single view, or may stack; otherwise changes nothing.
+bool reshape_all(KernelShape& ks, ViewList& sts, KernelShape next, Stack may_stack = Stack::kNone) {
   std::vector<ShapeTracker> out;
   for (auto& [u, st] : sts) {
     const Shape& to = st.shape() == ks.full ? next.full : next.out;
     auto v = st.views.back().reshape(to);
-    if (!v && masked_may_stack && st.views.back().mask) {
+    if (!v && (may_stack == Stack::kAny || (may_stack == Stack::kMasked && st.views.back().mask))) {
       out.push_back(st.reshape(to));
       continue;
     }
@@ -42,9 +45,9 @@ bool acts_on(OptOp op, int kind) {
 }
 
 // The names, in the order of enum OptOp.
-constexpr const char* kNames[] = {"UPCAST", "UNROLL", "SWAP",     "LOCAL", "NOLOCALS",
-                                  "PADTO",  "GROUP",  "GROUPTOP", "BLOCK", "VECTORIZE"};
-static_assert(std::size(kNames) == static_cast<size_t>(OptOp::VECTORIZE) + 1, "a name for every OptOp");
+constexpr const char* kNames[] = {"UPCAST", "UNROLL",   "SWAP",  "LOCAL",     "NOLOCALS", "PADTO",
+                                  "GROUP",  "GROUPTOP", "BLOCK", "VECTORIZE", "MERGE"};
+static_assert(std::size(kNames) == static_cast<size_t>(OptOp::MERGE) + 1, "a name for every OptOp");
 
 // The loops and every view in a new order of dims.
 void permute_all(KernelShape& ks, ViewList& sts, const std::vector<int64_t>& order) {
@@ -86,6 +89,19 @@ std::string Opt::to_string() const {
   return std::string(name(op)) + "(" + std::to_string(axis) + ", " + std::to_string(amount) + ")";
 }
 
+namespace {
+// The loops with dims i and i+1 as one.
+KernelShape merged(const KernelShape& ks, size_t i) {
+  KernelShape n = ks;
+  for (Shape* s : {&n.full, &n.out}) {
+    (*s)[i] = (*s)[i] * (*s)[i + 1];
+    s->erase(s->begin() + i + 1);
+  }
+  n.kind.erase(n.kind.begin() + i + 1);
+  return n;
+}
+} // namespace
+
 bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
   if (ks.kind[i] != ks.kind[i + 1]) return false;
   if (!ks.full[i].is_const() || !ks.full[i + 1].is_const()) return false; // a symbolic dim stays whole
@@ -94,13 +110,7 @@ bool try_merge(KernelShape& ks, ViewList& sts, size_t i) {
   // kept apart, `y / 2 * 12 + x / 2`. The MNIST step's pool and norm gradients: 425 -> 400 ms.
   for (auto& e : sts)
     if (e.second.views.size() > 1) return false;
-  KernelShape n = ks;
-  for (Shape* s : {&n.full, &n.out}) {
-    (*s)[i] = (*s)[i] * (*s)[i + 1];
-    s->erase(s->begin() + i + 1);
-  }
-  n.kind.erase(n.kind.begin() + i + 1);
-  return reshape_all(ks, sts, std::move(n));
+  return reshape_all(ks, sts, merged(ks, i));
 }
 
 namespace {
@@ -186,6 +196,14 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
     ks.full[d] = ks.out[d] = padded;
     return;
   }
+  if (o.op == OptOp::MERGE) {
+    if (o.amount != 0) fail("takes no amount (0): the dim joins the next one whole");
+    if (d + 1 >= ks.full.size() || ks.kind[d + 1] != kGlobal)
+      fail("the next loop (dim " + std::to_string(d + 1) + ") is not a dim over outputs to join");
+    if (!ks.full[d + 1].is_const()) fail("dim " + std::to_string(d + 1) + " has a symbolic size");
+    reshape_all(ks, sts, merged(ks, d), Stack::kAny);
+    return;
+  }
   if (o.op == OptOp::VECTORIZE) {
     if (o.amount != 0) fail("takes no amount (0): the whole loop runs as vector lanes");
     if (std::count(ks.kind.begin(), ks.kind.end(), kVector)) fail("the kernel has a VECTORIZE already");
@@ -254,7 +272,7 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o) {
   }
   if (o.op == OptOp::BLOCK) // the outer part: the blocks; the inner part stays the reduce
     n.kind[d] = kBlock, n.kind[d + 1] = kReduce;
-  if (!reshape_all(ks, sts, std::move(n), true))
+  if (!reshape_all(ks, sts, std::move(n), Stack::kMasked))
     fail("a view of the kernel cannot be split there and stay one view");
   if (o.op == OptOp::BLOCK && d != 0) // outermost: every output loop runs inside each block
     move_dim(ks, sts, d, 0);

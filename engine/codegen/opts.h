@@ -36,8 +36,12 @@ namespace mg {
 //           cost model says (clang's loop pragma; LLVM IR: the loop's metadata). For a loop too
 //           short for that model whose loads are contiguous along it while its stores stride
 //           (a Winograd output transform: 6 tiles a row, each storing 4 outputs apart). Not on a GPU.
+// MERGE:    join a dim over outputs with the next one (adjacent loops; amount 0) into one loop. A
+//           view that cannot follow as one view takes a second (its index divides the loop by the
+//           inner size): a block of 4 x 4 Winograd tiles stored contiguously but read 2 floats
+//           apart within rows 16 apart becomes one loop of 16, which VECTORIZE can then take.
 // (opts.cpp names them in this order)
-enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP, BLOCK, VECTORIZE };
+enum class OptOp { UPCAST, UNROLL, SWAP, LOCAL, NOLOCALS, PADTO, GROUP, GROUPTOP, BLOCK, VECTORIZE, MERGE };
 
 struct Opt {
   OptOp op;
@@ -127,9 +131,9 @@ void apply_opt(KernelShape& ks, ViewList& sts, const Opt& o);
 
 // Part of every BEAM cache key: a change to what an opt means (its axis numbering, a new op) or
 // to how its kernels compile (7: AVX-512 tiles at 512 bits; 9: a tile's reduce loop not unrolled
-// again by clang) must not reuse choices made before.
+// again by clang; 10: MERGE) must not reuse choices made before.
 constexpr const char* kOptsVersion =
-    "opts 9 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK VECTORIZE)";
+    "opts 10 (UPCAST UNROLL SWAP LOCAL NOLOCALS PADTO GROUP GROUPTOP BLOCK VECTORIZE MERGE)";
 
 // The most copies of the kernel body all UPCASTs and UNROLLs together may make.
 constexpr int64_t kMaxExpansion = 1024;

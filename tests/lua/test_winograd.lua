@@ -139,6 +139,34 @@ H.cpu_test("a row of 4-6 tiles: the output transform's row loop is vectorized, v
   end
 end)
 
+H.cpu_test("a block of output-gradient tiles (F(2x2, 5x5)) is one vectorized loop (MERGE), values as the direct conv", function()
+  -- the block's tiles are stored contiguously, each read from 2 floats apart in rows 16 apart:
+  -- its two loops are merged and vectorized (heuristic.cpp, vectorize_tile_block). A factor per
+  -- channel (the MNIST CNN's batch norm) keeps the channels a loop of their own (without it, the
+  -- channels and the rows of tiles are one loop, 4 vectors long, which the rule leaves alone).
+  local x = Tensor.randn(2, 32, 12, 12):realize()
+  local w = Tensor.randn(16, 32, 5, 5):realize()
+  local gy = Tensor.randn(2, 16, 8, 8):realize()
+  local scale = Tensor.randn(1, 16, 1, 1):realize()
+  local xi, wi = x:detach():requires_grad_(), w:detach():requires_grad_()
+  local gx, gw = table.unpack((xi:conv2d(wi) * scale * gy):sum():gradient(xi, wi))
+  local merged = {}
+  for _, it in ipairs(gw:schedule()) do
+    local opts = table.concat(it.opts, " ")
+    if opts:find("MERGE", 1, true) then
+      assert(opts:find("VECTORIZE", 1, true), it.name .. ": merged but not vectorized: " .. opts)
+      merged[#merged + 1] = it.name
+    end
+  end
+  assert(#merged == 1, "one kernel merged, the output gradient's transform; got " .. table.concat(merged, " "))
+  Tensor.realize_all { gx, gw }
+  local want = conv_and_grads(0, x:cast("float64"), w:cast("float64"), nil, nil, (scale * gy):cast("float64"))
+  for i, got in ipairs({ gx, gw }) do
+    local err = max_abs(got:cast("float64") - want[i + 1]) / max_abs(want[i + 1])
+    assert(err < 1e-5, ("%s differs by %.3g of its largest value"):format(i == 1 and "gx" or "gw", err))
+  end
+end)
+
 H.cpu_test("a stack of stacks (a 3x3 weight gradient's G^T t G) is upcast along both, and bounded", function()
   -- 3 rows of 6 pieces each way, the first stack left unrealized (both transform passes in one kernel)
   local t = Tensor.randn(6, 6, 8, 16):realize()
