@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -324,6 +325,34 @@ TEST_CASE("BLOCK runs the reduce in blocks outside the output loops, on one core
   CHECK_THROWS_WITH(lower_kernel(relu_ast, &block), Catch::Contains("does not store its reduce as is"));
 }
 
+namespace {
+// The kernel made_on(dev) ends with, run with `opts` and with none on the CPU and LLVM devices at
+// 1 and 2 cores, against `want`; `check` looks at each run's kernel (with the opts or not).
+void on_host_devices(const std::function<Tensor(const std::string&)>& made_on, const std::vector<Opt>& opts,
+                     const std::vector<float>& want,
+                     const std::function<void(const std::string&, bool, const KernelInfo&)>& check = {}) {
+  struct Restore {
+    int threads = settings().threads;
+    ~Restore() { settings().threads = threads; }
+  } restore;
+  const std::vector<Opt> none;
+  for (std::string dev : {"CPU", "LLVM"}) {
+    for (int cores : {1, 2}) {
+      settings().threads = cores;
+      for (const auto* o : {&opts, &none}) {
+        INFO(dev << " at " << cores << " cores, " << (o == &opts ? "with the opts" : "no opts"));
+        KernelInfo info;
+        std::vector<float> got = run_last(made_on(dev), *o, &info);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < want.size(); i++) // x*x+x may be one fused multiply-add
+          REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6).margin(1e-6));
+        if (check) check(dev, o == &opts, info);
+      }
+    }
+  }
+}
+} // namespace
+
 // A transpose whose rows of 6 load contiguously and store 4 floats apart, the gaps filled by the
 // 4 copies of the upcast: the shape of a Winograd output transform, which clang leaves scalar
 // unless told.
@@ -337,7 +366,7 @@ TEST_CASE("VECTORIZE tells the compiler to vectorize the innermost loop, and not
     return x.mul(x).add(x);
   };
   auto ast = made_on("CPU").schedule().back().ast;
-  std::vector<Opt> none, vec{{OptOp::UPCAST, 2, 4}, {OptOp::VECTORIZE, 1, 0}};
+  std::vector<Opt> vec{{OptOp::UPCAST, 2, 4}, {OptOp::VECTORIZE, 1, 0}};
   LoweredKernel k = lower_kernel(ast, &vec);
   CHECK(k.shape.kind.back() == kUpcast);
   CHECK(std::count(k.shape.kind.begin(), k.shape.kind.end(), kVector) == 1);
@@ -348,26 +377,11 @@ TEST_CASE("VECTORIZE tells the compiler to vectorize the innermost loop, and not
         float v = static_cast<float>(data[(i * 4 + c) * 6 + j]);
         want[(i * 6 + j) * 4 + c] = v * v + v;
       }
-  struct Restore {
-    int threads = settings().threads;
-    ~Restore() { settings().threads = threads; }
-  } restore;
-  for (std::string dev : {"CPU", "LLVM"}) {
-    for (int cores : {1, 2}) {
-      settings().threads = cores;
-      for (auto* opts : {&vec, &none}) {
-        INFO(dev << " at " << cores << " cores, " << (opts == &vec ? "vectorized" : "no opts"));
-        KernelInfo info;
-        std::vector<float> got = run_last(made_on(dev), *opts, &info);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < want.size(); i++) // x*x+x may be one fused multiply-add
-          REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6).margin(1e-6));
-        bool marked = info.src.find(dev == "CPU" ? "#pragma clang loop vectorize(enable)"
-                                                 : "llvm.loop.vectorize.enable") != std::string::npos;
-        CHECK(marked == (opts == &vec));
-      }
-    }
-  }
+  on_host_devices(made_on, vec, want, [](const std::string& dev, bool with_opts, const KernelInfo& info) {
+    bool marked = info.src.find(dev == "CPU" ? "#pragma clang loop vectorize(enable)"
+                                             : "llvm.loop.vectorize.enable") != std::string::npos;
+    CHECK(marked == with_opts);
+  });
   // only the innermost loop, once, with no amount
   std::vector<Opt> outer{{OptOp::VECTORIZE, 0, 0}}, amount{{OptOp::VECTORIZE, 1, 4}}, twice = vec;
   twice.push_back({OptOp::VECTORIZE, 0, 0});
@@ -397,7 +411,7 @@ TEST_CASE("MERGE joins two loops over outputs, a load that cannot follow reading
   };
   auto ast = made_on("CPU").schedule().back().ast;
   // the loops as scheduled: (32, 4), rows i and r one loop (the load's strides 64 and 16 join)
-  std::vector<Opt> none, merged{{OptOp::MERGE, 0, 0}, {OptOp::VECTORIZE, 0, 0}};
+  std::vector<Opt> merged{{OptOp::MERGE, 0, 0}, {OptOp::VECTORIZE, 0, 0}};
   LoweredKernel k = lower_kernel(ast, &merged);
   REQUIRE(k.shape.full.size() == 1);
   CHECK(k.shape.full[0] == 128);
@@ -407,22 +421,7 @@ TEST_CASE("MERGE joins two loops over outputs, a load that cannot follow reading
     for (int64_t r = 0; r < 4; r++)
       for (int64_t c = 0; c < 4; c++)
         want[(i * 4 + r) * 4 + c] = static_cast<float>(data[i * 64 + r * 16 + c * 2]) * 3;
-  struct Restore {
-    int threads = settings().threads;
-    ~Restore() { settings().threads = threads; }
-  } restore;
-  for (std::string dev : {"CPU", "LLVM"}) {
-    for (int cores : {1, 2}) {
-      settings().threads = cores;
-      for (auto* opts : {&merged, &none}) {
-        INFO(dev << " at " << cores << " cores, " << (opts == &merged ? "merged" : "no opts"));
-        std::vector<float> got = run_last(made_on(dev), *opts);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < want.size(); i++)
-          REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6));
-      }
-    }
-  }
+  on_host_devices(made_on, merged, want);
   std::vector<Opt> amount{{OptOp::MERGE, 0, 4}}, last{{OptOp::MERGE, 1, 0}};
   CHECK_THROWS_WITH(lower_kernel(ast, &amount), Catch::Contains("takes no amount"));
   CHECK_THROWS_WITH(lower_kernel(ast, &last), Catch::Contains("is not a dim over outputs to join"));
