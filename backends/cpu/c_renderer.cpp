@@ -30,10 +30,18 @@ const char* kPrelude =
     "#define NAN __builtin_nanf(\"\")\n"
     "#define INFINITY __builtin_inff()\n";
 // A tile's vectors (engine/codegen/slp.h): GCC's vector types, which C lets mix with scalars.
-const char* kVectors = "typedef float mg_float8 __attribute__((vector_size(32)));\n"
+const char* kVectors = "typedef float mg_float2 __attribute__((vector_size(8)));\n"
+                       "typedef float mg_float2u __attribute__((vector_size(8), aligned(4)));\n"
+                       "typedef float mg_float4 __attribute__((vector_size(16)));\n"
+                       "typedef float mg_float4u __attribute__((vector_size(16), aligned(4)));\n"
+                       "typedef float mg_float8 __attribute__((vector_size(32)));\n"
                        "typedef float mg_float8u __attribute__((vector_size(32), aligned(4)));\n"
                        "typedef float mg_float16 __attribute__((vector_size(64)));\n"
-                       "typedef float mg_float16u __attribute__((vector_size(64), aligned(4)));\n";
+                       "typedef float mg_float16u __attribute__((vector_size(64), aligned(4)));\n"
+                       "typedef float mg_float32 __attribute__((vector_size(128)));\n"
+                       "typedef float mg_float64 __attribute__((vector_size(256)));\n"
+                       "typedef int mg_int8 __attribute__((vector_size(32)));\n"
+                       "typedef int mg_int16 __attribute__((vector_size(64)));\n";
 const char* kBf16 = "static inline float bf16_to_f32(unsigned short h) { union { unsigned int u; float f; } "
                     "x = { (unsigned int)h << 16 }; return x.f; }\n"
                     "static inline unsigned short f32_to_bf16(float f) { union { float f; unsigned int u; } "

@@ -286,6 +286,11 @@ public:
   std::optional<DeviceLimits> measure_limits(int threads) override { return measure_host_limits(threads); }
   bool runs_concurrently() const override { return true; }
   bool host_memory() const override { return true; }
+  Target target() const override {
+    Target t;
+    t.vector_packs = lang_.device == "CPU"; // the C renderer's (slp.h); LLVM's IR has none
+    return t;
+  }
 
   // Safe to call from several threads at once (BEAM compiles its candidates in parallel): the
   // map and the count are locked, the compile itself is not.

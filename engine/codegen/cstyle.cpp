@@ -314,10 +314,50 @@ std::string accumulated(CRender& r, const Pack& assign) {
   return e;
 }
 
+// A LoadGroup (slp.h): each lane's run of columns loaded as one small vector, the runs joined
+// into one long vector and each column's lanes picked out of it (clang lowers the shuffles to a
+// few permutes), where loading lane by lane took a gather per column.
+void render_group(CRender& r, const LoadGroup& g) {
+  const int lanes = r.packs.lanes, w = static_cast<int>(g.packs.size());
+  const std::string buf = r.expr.at(g.buffer), base = r.expr.at(g.base);
+  std::vector<std::string> parts;
+  for (int l = 0; l < lanes; l++) {
+    std::string n = r.fresh("run");
+    const int64_t off = g.first + l * g.stride;
+    std::string at = off == 0 ? base : base + (off < 0 ? "" : "+") + std::to_string(off);
+    r.line("mg_float" + std::to_string(w) + " " + n + " = *(const mg_float" + std::to_string(w) + "u*)&" +
+           buf + "[" + at + "];");
+    parts.push_back(n);
+  }
+  for (int width = 2 * w; parts.size() > 1; width *= 2) {
+    std::vector<std::string> joined;
+    std::string all;
+    for (int i = 0; i < width; i++)
+      all += (i ? "," : "") + std::to_string(i);
+    for (size_t i = 0; i < parts.size(); i += 2) {
+      std::string n = r.fresh("run");
+      r.line("mg_float" + std::to_string(width) + " " + n + " = __builtin_shufflevector(" + parts[i] + ", " +
+             parts[i + 1] + ", " + all + ");");
+      joined.push_back(n);
+    }
+    parts = std::move(joined);
+  }
+  for (int c = 0; c < w; c++) {
+    std::string pick;
+    for (int l = 0; l < lanes; l++)
+      pick += "," + std::to_string(c + l * w);
+    std::string n = r.fresh("val");
+    r.line("mg_float" + std::to_string(lanes) + " " + n + " = __builtin_shufflevector(" + parts[0] + ", " +
+           parts[0] + pick + ");");
+    r.pack_expr[g.packs[static_cast<size_t>(c)]] = n;
+  }
+}
+
 // A pack (slp.h) as one vector statement, written where its last lane's scalar would be.
 void render_pack(CRender& r, int id) {
   const Pack& p = r.packs.packs[static_cast<size_t>(id)];
-  const std::string t = "mg_float" + std::to_string(r.packs.lanes), tu = t + "u";
+  const std::string lanes = std::to_string(r.packs.lanes), mask = "mg_int" + lanes,
+                    t = (p.members[0]->dtype == DType::Bool ? "mg_int" : "mg_float") + lanes, tu = t + "u";
   const UOp& u0 = *p.members[0];
   auto splat = [&](const std::string& x) {
     std::string s = "(" + t + "){";
@@ -340,8 +380,16 @@ void render_pack(CRender& r, int id) {
   switch (p.kind) {
   case Pack::Acc:
     return declare("acc", splat(r.E(u0.src[0])));
-  case Pack::Load:
-    return declare("val", "*(const " + tu + "*)" + address(*u0.src[0]));
+  case Pack::Load: {
+    if (p.stride == 1) return declare("val", "*(const " + tu + "*)" + address(*u0.src[0]));
+    if (r.pack_expr.count(id)) return; // its group's
+    if (auto g = r.packs.group_of.find(id); g != r.packs.group_of.end())
+      return render_group(r, r.packs.groups[static_cast<size_t>(g->second)]);
+    std::string lanes_of = "(" + t + "){"; // a lane at a time
+    for (size_t l = 0; l < p.members.size(); l++)
+      lanes_of += (l ? ", " : "") + element(r, *p.members[l]->src[0]);
+    return declare("val", lanes_of + "}");
+  }
   case Pack::Assign:
     return r.line(r.pack_expr.at(p.src[0]) + " = " + accumulated(r, p) + ";");
   case Pack::Store:
@@ -355,7 +403,17 @@ void render_pack(CRender& r, int id) {
     e = "(-" + operand(0, false) + ")";
     break;
   case Ops::WHERE:
-    e = "(" + operand(0, false) + "?" + operand(1, true) + ":" + operand(2, true) + ")";
+    if (p.src[0] < 0) {
+      e = "(" + operand(0, false) + "?" + operand(1, true) + ":" + operand(2, true) + ")";
+      break;
+    }
+    // a condition per lane (C's ?: takes none): the lanes' bits chosen by the comparison's mask
+    e = "((" + t + ")((" + operand(0, false) + "&(" + mask + ")" + operand(1, true) + ")|(~" +
+        operand(0, false) + "&(" + mask + ")" + operand(2, true) + ")))";
+    break;
+  case Ops::CMPLT:
+  case Ops::CMPNE:
+    e = "(" + operand(0, false) + (u0.op == Ops::CMPLT ? "<" : "!=") + operand(1, false) + ")";
     break;
   default: {
     const char* op = u0.op == Ops::ADD ? "+" : u0.op == Ops::SUB ? "-" : u0.op == Ops::MUL ? "*" : "/";

@@ -112,6 +112,8 @@ struct Target {
   // Loop iterations one thread may run in all (0: no limit). lavapipe stops the loops of an
   // invocation after 65535 iterations in all, silently: a longer kernel would compute garbage.
   int64_t max_thread_iterations = 0;
+  // whether the renderer writes a kernel's copies as vectors (the C renderer's packs, slp.h)
+  bool vector_packs = false;
 };
 
 // Every VIEW of the kernel's AST with its ShapeTracker, reshaped along with the loops.

@@ -119,6 +119,40 @@ H.cpu_test("a stack of six pieces is upcast whole along the stacked dim, values 
   assert(not table.concat(long[#long].opts, " "):find("UPCAST(0, 10)", 1, true), "a cat of two 5-row pieces is not")
 end)
 
+H.cpu_test("the output gradient's transform: each tile's rows from a vector's images loaded as runs, transposed", function()
+  -- stored images innermost and read an image plane apart: the copies over a vector of images are
+  -- the C renderer's packs (engine/codegen/slp.h), each row of a tile one short vector load an
+  -- image, the rows transposed by shuffles (heuristic.cpp, upcast_gathered_lanes); the mask of a
+  -- relu's gradient (a comparison and a choice per lane) is part of them
+  local lanes = select(2, Device.machine()).float_lanes
+  -- 16 images of 3 x 3 tiles: the output gradient is stored in blocks of the same tile of 16 (or
+  -- 8) images, read a plane apart (U5's layout)
+  local x = Tensor.randn(16, 16, 14, 14):realize()
+  local w = Tensor.randn(2 * lanes, 16, 3, 3):realize()
+  local function grads(wino, xx, ww)
+    return Context({ WINO = wino }, function()
+      local xi, wi = xx:detach():requires_grad_(), ww:detach():requires_grad_()
+      local gx, gw = table.unpack(xi:conv2d(wi):relu():sum():gradient(xi, wi))
+      return gx, gw
+    end)
+  end
+  local gx, gw = grads(1, x, w)
+  local masked = 0 -- kernels of transposed runs choosing by a per-lane comparison (the relu's mask)
+  for _, it in ipairs(gx:schedule()) do
+    local opts = table.concat(it.opts, " ")
+    if opts:find((", %d)"):format(lanes), 1, true) and it.src:find("__builtin_shufflevector", 1, true) and
+        it.src:find(("&(mg_int%d)"):format(lanes), 1, true) then
+      masked = masked + 1
+    end
+  end
+  assert(masked == 1, ("the output gradient's transform as transposed runs with the mask, got %d"):format(masked))
+  local wx, ww = grads(0, x:cast("float64"), w:cast("float64"))
+  for _, c in ipairs({ { "input", gx, wx }, { "weight", gw, ww } }) do
+    local err = max_abs(c[2]:cast("float64") - c[3]) / max_abs(c[3])
+    assert(err < 1e-5, ("the %s gradient differs by %.3g of its largest value"):format(c[1], err))
+  end
+end)
+
 H.cpu_test("a row of 4-6 tiles: the output transform's row loop is vectorized, values as the direct conv", function()
   -- each tile's 4 (or 2) outputs are upcast copies; along the row of tiles its loads are
   -- contiguous and its stores 4 apart, which the copies fill (heuristic.cpp, vectorize_interleaved_store)
