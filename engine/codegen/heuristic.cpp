@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "engine/dtype.h"
 #include "engine/machine.h"
@@ -254,6 +255,42 @@ int64_t lines_inside(const CpuKernel& k, size_t d) {
   return lines;
 }
 
+// Whether the value an elementwise kernel stores is made of float32 loads, constants and the ops
+// the C renderer's packs take (slp.h): its copies can then become vectors, not scalars.
+bool packable(const UOp* value) {
+  std::vector<const UOp*> todo{value};
+  std::unordered_set<const UOp*> seen;
+  while (!todo.empty()) {
+    const UOp* u = todo.back();
+    todo.pop_back();
+    if (!seen.insert(u).second) continue;
+    switch (u->op) {
+    case Ops::VIEW:
+    case Ops::DEFINE_GLOBAL:
+      break;
+    case Ops::CMPLT:
+    case Ops::CMPNE:
+      if (u->dtype != DType::Bool) return false;
+      break;
+    case Ops::CONST:
+    case Ops::LOAD:
+    case Ops::ADD:
+    case Ops::SUB:
+    case Ops::MUL:
+    case Ops::FDIV:
+    case Ops::NEG:
+    case Ops::WHERE:
+      if (u->dtype != DType::Float32) return false;
+      break;
+    default:
+      return false;
+    }
+    for (auto& s : u->src)
+      todo.push_back(s.get());
+  }
+  return true;
+}
+
 // A transpose too small for order_for_transpose: each line of a loaded view holds a run of values
 // along d, but the loops inside d stride across rows, so the value after each comes back only a
 // row-walk later. The store's contiguous dim (the innermost loop) is upcast by a line's worth of
@@ -264,8 +301,15 @@ int64_t lines_inside(const CpuKernel& k, size_t d) {
 // 0.158 -> 0.033, 512x768 1.1 -> 0.38-0.6, 1024x1024 4.9 -> 2.1-2.5. Where the store's dim is no
 // multiple of a line, and the rows walked overflow L1, d is upcast by a line instead (each line
 // read whole, the stores scattered over a line's worth of rows): on a Zen 3 that copy of dY
-// 1.25-1.40 -> 0.14 ms, on that Xeon 1.0 ms; a 760x512 transpose there 1.2 -> 0.94.
-void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_t>& ws, const Machine& m) {
+// 1.25-1.40 -> 0.14 ms, on that Xeon 1.0 ms; a 760x512 transpose there 1.2 -> 0.94. Where the
+// C renderer packs the copies (`packs`), d is upcast by 4 instead of moving innermost: each step
+// moves a block of a line's rows by 4 columns, each row's 4 floats one short vector load and the
+// block transposed by shuffles (slp.h's LoadGroup), each column's line one vector store. Xeon, 1
+// thread, in turns: U5's copy of 36 planes' (16, 36) blocks 8.4-8.5 -> 2.8-3.3 ms (as BEAM picked,
+// 2.5); transposes of 128x512 0.050-0.057 -> 0.023-0.032 ms, 512x768 0.40-0.52 -> 0.23-0.24,
+// 1024x1024 3.3-3.7 -> 2.8-3.0, 768x512 0.39 -> 0.41-0.54.
+void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_t>& ws, const Machine& m,
+                            bool packs) {
   for (auto& e : k.sts) {
     if (!k.full_load(e)) continue;
     const std::vector<int64_t>& st = e.second.views.back().strides;
@@ -278,6 +322,7 @@ void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_
       if (k.ks.kind[d] != kGlobal || !k.ks.full[d].is_const() || st[d] != 1 || ws[d] == 1) continue;
       int64_t bytes = lines_inside(k, d) * 64;
       if (whole_stores && bytes > m.l1d.bytes / 8 && k.split(inner, line)) {
+        if (packs && k.ks.full[d].value() % 4 == 0 && k.split(d, 4)) return;
         k.apply(OptOp::SWAP, d, opt_at(k.ks, OptOp::SWAP, inner, 0).axis);
         return;
       }
@@ -298,7 +343,7 @@ void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_
 // gradient B dU B^T (64x32x6x6x6x6 from a channels-last dU, 297 KiB of lines) 3.46 -> 2.25 ms,
 // as BEAM picked; the MNIST CNN's (512x32x4x6x4x6, 132 KiB) 10.4-10.8 -> 11.0-11.3 ms, so it is
 // left out; a 32-wide transpose (2 KiB) 1.8 -> 3.1 ms.
-void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
+void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m, bool packs) {
   const ShapeTracker* out = k.full_store(stored);
   if (!out) return;
   const std::vector<int64_t>& ws = out->views.back().strides;
@@ -320,7 +365,7 @@ void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m) {
     }
   }
   if (pick == k.dims()) {
-    upcast_transposed_line(k, inner, ws, m);
+    upcast_transposed_line(k, inner, ws, m, packs);
     return;
   }
   int64_t n = k.ks.full[pick].value();
@@ -492,8 +537,8 @@ void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m) {
 // renderer's packs (slp.h): each lane's run one short vector load, transposed by shuffles.
 // Measured on the Xeon (16 lanes, 1 thread), U5's output-gradient transform in a C harness:
 // 14-18 -> 8.0-8.6 ms (a gather per column instead of the transposed runs: 9.5-11.4).
-void upcast_gathered_lanes(CpuKernel& k, const UOp* stored, const Machine& m, const Target& target) {
-  if (!target.vector_packs || std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
+void upcast_gathered_lanes(CpuKernel& k, const UOp* stored, const Machine& m, bool packs) {
+  if (!packs || std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
   const ShapeTracker* out = k.full_store(stored);
   if (!out || out->views.size() != 1) return;
   size_t d = k.dims();
@@ -886,19 +931,21 @@ std::vector<int64_t> row_widths(int64_t n, int64_t lanes) {
 
 std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
-                                 const Target& target, const UOp* stored) {
+                                 const Target& target, const UOp* stored, const UOp* value) {
   if (target.gpu) return gpu_opts(ks, sts, loaded, target);
   CpuKernel k{ks, sts, loaded, {}};
   const Machine& m = k.window_reduce() ? avx2_like(machine()) : machine();
   if (!k.has_reduce()) {
+    // whether the renderer can write its copies as vectors (the C renderer's packs)
+    const bool packs = target.vector_packs && value && packable(value);
     if (!upcast_joined_dims(k) && !split_joined_pieces(k) && !upcast_masked_row(k, m) &&
         !upcast_repeated_row(k))
       upcast_strided_copy(k, m);
     if (k.applied.empty()) lengthen_line_runs(k, stored, m);
-    order_for_transpose(k, stored, m);
+    order_for_transpose(k, stored, m, packs);
     vectorize_interleaved_store(k, stored, m);
     vectorize_tile_block(k, stored, m);
-    upcast_gathered_lanes(k, stored, m, target);
+    upcast_gathered_lanes(k, stored, m, packs);
     return k.applied;
   }
   Tile t = tile_row(k, m);

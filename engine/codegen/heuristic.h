@@ -13,10 +13,11 @@ namespace mg {
 // A GPU target gets a GPU's choice: work-groups, and few copies per thread.
 // A CPU's tiles and cache blocks are sized by machine() (engine/machine.h): its float lanes,
 // vector registers, L2 and L3.
-// `stored`: the view the kernel stores through (nullptr: unknown).
+// `stored`: the view the kernel stores through, `value` the value it stores (nullptr: unknown).
 std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
                                  const std::unordered_map<const UOp*, DType>& loaded, Ops reduce_op,
-                                 const Target& target = {}, const UOp* stored = nullptr);
+                                 const Target& target = {}, const UOp* stored = nullptr,
+                                 const UOp* value = nullptr);
 
 // The widths a CPU tile's row along an n-long dim may take, best first (the first that divides n
 // and is legal wins); engine/pack.cpp makes panels of the width the row will have.

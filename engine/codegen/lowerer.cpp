@@ -477,13 +477,13 @@ LoweredKernel apply_opts(const UOpRef& ast, const std::vector<Opt>* opts, const 
   } else if (!noopt && !is_symbolic(ks.full)) {   // the hand-coded opts split and unroll numbers only
     std::unordered_map<const UOp*, DType> loaded; // views of buffers (not of constants)
     Ops reduce_op = Ops::SINK;
-    const UOp* stored = nullptr;
+    const UOp *stored = nullptr, *value = nullptr;
     for (const UOp* u : toposort(ast.get())) {
       if (u->op == Ops::LOAD) loaded[u->src[1].get()] = u->dtype;
       if (u->op == Ops::REDUCE_AXIS) reduce_op = u->rarg().op;
-      if (u->op == Ops::STORE && u->src.size() > 1) stored = u->src[1].get();
+      if (u->op == Ops::STORE && u->src.size() > 2) stored = u->src[1].get(), value = u->src[2].get();
     }
-    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op, target, stored);
+    k.opts = hand_coded_opts(ks, sts, loaded, reduce_op, target, stored, value);
   }
   k.ast = apply_views(ast, ks, sts);
   k.shape = ks;

@@ -186,4 +186,22 @@ test("the tile's accumulators as vectors (engine/codegen/slp.h): the products th
   H.same(c:matmul(d):tolist(), matmul(c:tolist(), d:tolist()), 1e-4)
 end)
 
+test("a transpose: a vector's rows by 4 columns a step, each row's 4 floats one load, moved by shuffles", function()
+  -- the store's rows upcast by a line and the rows read by 4 (heuristic.cpp, upcast_transposed_line):
+  -- the copies are packs (engine/codegen/slp.h), each read row's run of 4 a LoadGroup
+  local x = Tensor.randn(96, 768):realize()
+  local y = x:transpose():contiguous()
+  local it = y:schedule()[1]
+  if x.device == "CPU" then
+    assert(it.src:find("__builtin_shufflevector", 1, true), "transposed runs:\n" .. it.src)
+    assert(table.concat(it.opts, " "):find("UPCAST(0, 4)", 1, true), "4 columns a step: " .. table.concat(it.opts, " "))
+  end
+  local xl, yl = x:tolist(), y:tolist()
+  for i = 1, 96 do
+    for j = 1, 768 do
+      if yl[j][i] ~= xl[i][j] then error(("y[%d][%d] = %g, x[%d][%d] = %g"):format(j, i, yl[j][i], i, j, xl[i][j])) end
+    end
+  end
+end)
+
 H.done()
