@@ -314,22 +314,19 @@ std::string accumulated(CRender& r, const Pack& assign) {
   return e;
 }
 
-// A LoadGroup (slp.h): each lane's run of columns loaded as one small vector, the runs joined
-// into one long vector and each column's lanes picked out of it (clang lowers the shuffles to a
-// few permutes), where loading lane by lane took a gather per column.
+// A LoadGroup (slp.h): its vector loads joined into one long vector, each pack's lanes picked out
+// of it (clang lowers the shuffles to a few permutes), where loading lane by lane took a gather.
 void render_group(CRender& r, const LoadGroup& g) {
-  const int lanes = r.packs.lanes, w = static_cast<int>(g.packs.size());
   const std::string buf = r.expr.at(g.buffer), base = r.expr.at(g.base);
   std::vector<std::string> parts;
-  for (int l = 0; l < lanes; l++) {
+  for (int64_t off : g.loads) {
     std::string n = r.fresh("run");
-    const int64_t off = g.first + l * g.stride;
     std::string at = off == 0 ? base : base + (off < 0 ? "" : "+") + std::to_string(off);
-    r.line("mg_float" + std::to_string(w) + " " + n + " = *(const mg_float" + std::to_string(w) + "u*)&" +
-           buf + "[" + at + "];");
+    r.line("mg_float" + std::to_string(g.width) + " " + n + " = *(const mg_float" + std::to_string(g.width) +
+           "u*)&" + buf + "[" + at + "];");
     parts.push_back(n);
   }
-  for (int width = 2 * w; parts.size() > 1; width *= 2) {
+  for (int width = 2 * g.width; parts.size() > 1; width *= 2) {
     std::vector<std::string> joined;
     std::string all;
     for (int i = 0; i < width; i++)
@@ -342,14 +339,14 @@ void render_group(CRender& r, const LoadGroup& g) {
     }
     parts = std::move(joined);
   }
-  for (int c = 0; c < w; c++) {
+  for (size_t i = 0; i < g.packs.size(); i++) {
     std::string pick;
-    for (int l = 0; l < lanes; l++)
-      pick += "," + std::to_string(c + l * w);
+    for (int64_t e : g.picks[i])
+      pick += "," + std::to_string(e);
     std::string n = r.fresh("val");
-    r.line("mg_float" + std::to_string(lanes) + " " + n + " = __builtin_shufflevector(" + parts[0] + ", " +
-           parts[0] + pick + ");");
-    r.pack_expr[g.packs[static_cast<size_t>(c)]] = n;
+    r.line("mg_float" + std::to_string(r.packs.lanes) + " " + n + " = __builtin_shufflevector(" + parts[0] +
+           ", " + parts[0] + pick + ");");
+    r.pack_expr[g.packs[i]] = n;
   }
 }
 

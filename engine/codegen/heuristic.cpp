@@ -1,8 +1,8 @@
 #include "engine/codegen/heuristic.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
-#include <unordered_set>
 
 #include "engine/dtype.h"
 #include "engine/machine.h"
@@ -255,40 +255,73 @@ int64_t lines_inside(const CpuKernel& k, size_t d) {
   return lines;
 }
 
-// Whether the value an elementwise kernel stores is made of float32 loads, constants and the ops
-// the C renderer's packs take (slp.h): its copies can then become vectors, not scalars.
-bool packable(const UOp* value) {
-  std::vector<const UOp*> todo{value};
-  std::unordered_set<const UOp*> seen;
-  while (!todo.empty()) {
-    const UOp* u = todo.back();
-    todo.pop_back();
-    if (!seen.insert(u).second) continue;
-    switch (u->op) {
-    case Ops::VIEW:
-    case Ops::DEFINE_GLOBAL:
-      break;
-    case Ops::CMPLT:
-    case Ops::CMPNE:
-      if (u->dtype != DType::Bool) return false;
-      break;
-    case Ops::CONST:
-    case Ops::LOAD:
-    case Ops::ADD:
-    case Ops::SUB:
-    case Ops::MUL:
-    case Ops::FDIV:
-    case Ops::NEG:
-    case Ops::WHERE:
-      if (u->dtype != DType::Float32) return false;
-      break;
-    default:
+// Whether every offset and size of a view is a number (no Variable): offset_of needs them.
+bool numeric(const ShapeTracker& st) {
+  for (auto& v : st.views)
+    if (!v.offset.is_const() || is_symbolic(v.shape)) return false;
+  return true;
+}
+
+// The index (0 along every loop, the upcast dims at some copy) of the first copy where a loaded
+// view is read: a stacked piece is masked off in the others. Empty where no copy reads it.
+std::vector<int64_t> copy_read(const CpuKernel& k, const ShapeTracker& st) {
+  std::vector<int64_t> at(k.dims(), 0);
+  for (int64_t c = 0;; c++) {
+    int64_t rest = c;
+    for (size_t u = 0; u < k.dims(); u++)
+      if (k.ks.kind[u] == kUpcast) {
+        at[u] = rest % k.ks.full[u].value();
+        rest /= k.ks.full[u].value();
+      }
+    if (rest > 0) return {};
+    if (st.offset_of(at) >= 0) return at;
+  }
+}
+
+// Whether the C renderer's packs (slp.h) can take the copies of an upcast along dims `ds`: each
+// value that varies along them (through a load whose view steps along one) is made of float32
+// loads, constants and the ops packs take. A value the same in every copy (a channel's scale, any
+// op) stays a scalar. `value`: what the kernel stores (nullptr where the renderer packs nothing).
+bool packable(const CpuKernel& k, const UOp* value, const std::vector<size_t>& ds) {
+  if (!value) return false;
+  auto steps = [&](const UOp* view) {
+    for (auto& e : k.sts) {
+      if (e.first != view) continue;
+      if (!numeric(e.second)) return true;
+      std::vector<int64_t> at = copy_read(k, e.second);
+      if (at.empty()) return false;
+      const int64_t o = e.second.offset_of(at);
+      for (size_t d : ds) {
+        std::vector<int64_t> next = at;
+        next[d] = 1;
+        if (e.second.offset_of(next) != o) return true;
+      }
       return false;
     }
-    for (auto& s : u->src)
-      todo.push_back(s.get());
-  }
-  return true;
+    return true;
+  };
+  std::unordered_map<const UOp*, int> memo; // -1: no pack takes it, 0: the same in every copy, 1: varies
+  std::function<int(const UOp*)> visit = [&](const UOp* u) -> int {
+    if (auto it = memo.find(u); it != memo.end()) return it->second;
+    int v = 0;
+    if (u->op == Ops::LOAD) {
+      v = steps(u->src[1].get()) ? 1 : 0;
+    } else if (u->op != Ops::CONST && u->op != Ops::VIEW && u->op != Ops::DEFINE_GLOBAL) {
+      for (auto& s : u->src) {
+        int r = visit(s.get());
+        if (r < 0) return memo[u] = -1;
+        v = std::max(v, r);
+      }
+    }
+    if (v == 1) {
+      const bool compare = u->op == Ops::CMPLT || u->op == Ops::CMPNE;
+      const bool alu = u->op == Ops::ADD || u->op == Ops::SUB || u->op == Ops::MUL || u->op == Ops::FDIV ||
+                       u->op == Ops::NEG || u->op == Ops::WHERE || u->op == Ops::LOAD;
+      if (!(compare ? u->dtype == DType::Bool : alu && u->dtype == DType::Float32)) v = -1;
+    }
+    return memo[u] = v;
+  };
+  return visit(value) == 1;
 }
 
 // A transpose too small for order_for_transpose: each line of a loaded view holds a run of values
@@ -309,7 +342,7 @@ bool packable(const UOp* value) {
 // 2.5); transposes of 128x512 0.050-0.057 -> 0.023-0.032 ms, 512x768 0.40-0.52 -> 0.23-0.24,
 // 1024x1024 3.3-3.7 -> 2.8-3.0, 768x512 0.39 -> 0.41-0.54.
 void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_t>& ws, const Machine& m,
-                            bool packs) {
+                            const UOp* value) {
   for (auto& e : k.sts) {
     if (!k.full_load(e)) continue;
     const std::vector<int64_t>& st = e.second.views.back().strides;
@@ -322,7 +355,7 @@ void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_
       if (k.ks.kind[d] != kGlobal || !k.ks.full[d].is_const() || st[d] != 1 || ws[d] == 1) continue;
       int64_t bytes = lines_inside(k, d) * 64;
       if (whole_stores && bytes > m.l1d.bytes / 8 && k.split(inner, line)) {
-        if (packs && k.ks.full[d].value() % 4 == 0 && k.split(d, 4)) return;
+        if (k.ks.full[d].value() % 4 == 0 && packable(k, value, {inner, d}) && k.split(d, 4)) return;
         k.apply(OptOp::SWAP, d, opt_at(k.ks, OptOp::SWAP, inner, 0).axis);
         return;
       }
@@ -343,7 +376,7 @@ void upcast_transposed_line(CpuKernel& k, size_t inner, const std::vector<int64_
 // gradient B dU B^T (64x32x6x6x6x6 from a channels-last dU, 297 KiB of lines) 3.46 -> 2.25 ms,
 // as BEAM picked; the MNIST CNN's (512x32x4x6x4x6, 132 KiB) 10.4-10.8 -> 11.0-11.3 ms, so it is
 // left out; a 32-wide transpose (2 KiB) 1.8 -> 3.1 ms.
-void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m, bool packs) {
+void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m, const UOp* value) {
   const ShapeTracker* out = k.full_store(stored);
   if (!out) return;
   const std::vector<int64_t>& ws = out->views.back().strides;
@@ -365,7 +398,7 @@ void order_for_transpose(CpuKernel& k, const UOp* stored, const Machine& m, bool
     }
   }
   if (pick == k.dims()) {
-    upcast_transposed_line(k, inner, ws, m, packs);
+    upcast_transposed_line(k, inner, ws, m, value);
     return;
   }
   int64_t n = k.ks.full[pick].value();
@@ -398,13 +431,6 @@ void lengthen_line_runs(CpuKernel& k, const UOp* stored, const Machine& m) {
       if (k.ks.full[d].value() % amt == 0 && k.split(d, amt)) return;
     }
   }
-}
-
-// Whether every offset and size of a view is a number (no Variable): offset_of needs them.
-bool numeric(const ShapeTracker& st) {
-  for (auto& v : st.views)
-    if (!v.offset.is_const() || is_symbolic(v.shape)) return false;
-  return true;
 }
 
 // The step a view takes along dim d where it is the same at every index of d, from the origin
@@ -464,22 +490,6 @@ void vectorize_interleaved_store(CpuKernel& k, const UOp* stored, const Machine&
   try_apply(k.ks, k.sts, k.applied, OptOp::VECTORIZE, d, 0);
 }
 
-// The index (0 along every loop, the upcast dims at some copy) of the first copy where a loaded
-// view is read: a stacked piece is masked off in the others. Empty where no copy reads it.
-std::vector<int64_t> copy_read(const CpuKernel& k, const ShapeTracker& st) {
-  std::vector<int64_t> at(k.dims(), 0);
-  for (int64_t c = 0;; c++) {
-    int64_t rest = c;
-    for (size_t u = 0; u < k.dims(); u++)
-      if (k.ks.kind[u] == kUpcast) {
-        at[u] = rest % k.ks.full[u].value();
-        rest /= k.ks.full[u].value();
-      }
-    if (rest > 0) return {};
-    if (st.offset_of(at) >= 0) return at;
-  }
-}
-
 // An elementwise kernel whose two innermost loops (over outputs, not copies) store one contiguous
 // run of a vector or two while some load strides across them within a few cache lines: a
 // Winograd transform's block of b tiles (4 x 4 with 16 lanes, 2 x 4 with 8), each tile's 2 x 2 of
@@ -489,7 +499,7 @@ std::vector<int64_t> copy_read(const CpuKernel& k, const ShapeTracker& st) {
 // 4-long inner loop with 4-lane gathers). Measured on the Xeon (16 lanes, 1 thread), the MNIST
 // CNN's F(2x2, 5x5) output-gradient transform alone in a C harness: 46-57 -> 29-35 ms. Not where
 // a load spans more than 4 lines across the block (U5's blocks of 16 images, a plane apart each).
-void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m) {
+void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m, const UOp* value) {
   if (std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
   const ShapeTracker* out = k.full_store(stored);
   if (!out || out->views.size() != 1) return;
@@ -524,8 +534,33 @@ void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m) {
     if (first >= 0 && (hi - lo + 1) * itemsize(k.loaded.at(e.first)) > 4 * 64) return;
   }
   if (!strided) return;
-  // the merged loop is the innermost, with no VECTORIZE yet: it takes one
-  if (try_apply(k.ks, k.sts, k.applied, OptOp::MERGE, d0, 0))
+  // packed, each load's block is read as up to 4 whole vectors (slp.h's spans): from the first
+  // element any copy reads to the last
+  bool packs = packable(k, value, {d0, d1});
+  for (auto& e : k.sts) {
+    if (!packs || !k.full_load(e)) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    std::vector<int64_t> at(k.dims(), 0);
+    for (int64_t c = 0;; c++) { // every copy
+      int64_t rest = c;
+      for (size_t u = 0; u < k.dims(); u++)
+        if (k.ks.kind[u] == kUpcast) {
+          at[u] = rest % k.ks.full[u].value();
+          rest /= k.ks.full[u].value();
+        }
+      if (rest > 0) break;
+      for (int64_t i = 0; i < n; i++) {
+        at[d0] = i / inner;
+        at[d1] = i % inner;
+        if (int64_t o = e.second.offset_of(at); o >= 0) lo = std::min(lo, o), hi = std::max(hi, o);
+      }
+    }
+    packs = lo > hi || hi - lo + 1 <= 4 * m.simd.float_lanes;
+  }
+  if (!try_apply(k.ks, k.sts, k.applied, OptOp::MERGE, d0, 0)) return;
+  // the merged loop is the innermost, with no VECTORIZE yet: it takes one, or where the renderer
+  // packs the copies it is upcast whole, each load's block read as a few whole vectors
+  if (!packs || !try_apply(k.ks, k.sts, k.applied, OptOp::UPCAST, d0, n))
     try_apply(k.ks, k.sts, k.applied, OptOp::VECTORIZE, d0, 0);
 }
 
@@ -537,8 +572,8 @@ void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m) {
 // renderer's packs (slp.h): each lane's run one short vector load, transposed by shuffles.
 // Measured on the Xeon (16 lanes, 1 thread), U5's output-gradient transform in a C harness:
 // 14-18 -> 8.0-8.6 ms (a gather per column instead of the transposed runs: 9.5-11.4).
-void upcast_gathered_lanes(CpuKernel& k, const UOp* stored, const Machine& m, bool packs) {
-  if (!packs || std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
+void upcast_gathered_lanes(CpuKernel& k, const UOp* stored, const Machine& m, const UOp* value) {
+  if (std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
   const ShapeTracker* out = k.full_store(stored);
   if (!out || out->views.size() != 1) return;
   size_t d = k.dims();
@@ -568,7 +603,7 @@ void upcast_gathered_lanes(CpuKernel& k, const UOp* stored, const Machine& m, bo
     }
     strided |= step > 1;
   }
-  if (strided) try_apply(k.ks, k.sts, k.applied, OptOp::UPCAST, d, lanes);
+  if (strided && packable(k, value, {d})) try_apply(k.ks, k.sts, k.applied, OptOp::UPCAST, d, lanes);
 }
 
 // How many steps along dim d a loaded view stays on one element: 2 for a pool's gradient brought
@@ -936,16 +971,16 @@ std::vector<Opt> hand_coded_opts(KernelShape& ks, ViewList& sts,
   CpuKernel k{ks, sts, loaded, {}};
   const Machine& m = k.window_reduce() ? avx2_like(machine()) : machine();
   if (!k.has_reduce()) {
-    // whether the renderer can write its copies as vectors (the C renderer's packs)
-    const bool packs = target.vector_packs && value && packable(value);
+    // the stored value, where the renderer can write copies as vectors (the C renderer's packs)
+    const UOp* packed = target.vector_packs ? value : nullptr;
     if (!upcast_joined_dims(k) && !split_joined_pieces(k) && !upcast_masked_row(k, m) &&
         !upcast_repeated_row(k))
       upcast_strided_copy(k, m);
     if (k.applied.empty()) lengthen_line_runs(k, stored, m);
-    order_for_transpose(k, stored, m, packs);
+    order_for_transpose(k, stored, m, packed);
     vectorize_interleaved_store(k, stored, m);
-    vectorize_tile_block(k, stored, m);
-    upcast_gathered_lanes(k, stored, m, packs);
+    vectorize_tile_block(k, stored, m, packed);
+    upcast_gathered_lanes(k, stored, m, packed);
     return k.applied;
   }
   Tile t = tile_row(k, m);

@@ -17,23 +17,39 @@ std::pair<const UOp*, int64_t> base_offset(const UOp* idx) {
   return {idx, 0};
 }
 
-// How many elements apart INDEX nodes `ix` point in one buffer, ungated (lane l at base + first
-// + l * stride); 0 where they follow no such rule.
-int64_t lane_stride(const std::vector<const UOp*>& ix) {
-  for (const UOp* i : ix)
-    if (i->op != Ops::INDEX || i->src.size() != 2 || i->src[0] != ix[0]->src[0]) return 0;
-  auto [base, first] = base_offset(ix[0]->src[1].get());
-  auto [b1, second] = base_offset(ix[1]->src[1].get());
-  const int64_t stride = second - first;
-  if (b1 != base || stride == 0) return 0;
-  for (size_t l = 2; l < ix.size(); l++) {
-    auto [b, c] = base_offset(ix[l]->src[1].get());
-    if (b != base || c != first + static_cast<int64_t>(l) * stride) return 0;
-  }
-  return stride;
+// Whether two index values are one: the same node, or a sum of the same two terms in either order
+// (the lowerer builds a copy's index a + b and another's b + a).
+bool same_index(const UOp* a, const UOp* b) {
+  return a == b ||
+         (a->op == Ops::ADD && b->op == Ops::ADD && a->src[0] == b->src[1] && a->src[1] == b->src[0]);
 }
 
-bool consecutive(const std::vector<const UOp*>& ix) { return lane_stride(ix) == 1; }
+// Where INDEX nodes `ix` point in one buffer, ungated, as offsets from one base; empty where
+// they do not.
+std::vector<int64_t> lane_offsets(const std::vector<const UOp*>& ix) {
+  for (const UOp* i : ix)
+    if (i->op != Ops::INDEX || i->src.size() != 2 || i->src[0] != ix[0]->src[0]) return {};
+  const UOp* base = base_offset(ix[0]->src[1].get()).first;
+  std::vector<int64_t> out;
+  for (const UOp* i : ix) {
+    auto [b, c] = base_offset(i->src[1].get());
+    if (!same_index(b, base)) return {};
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The lanes' one stride (0 where they have none)
+int64_t stride_of(const std::vector<int64_t>& o) {
+  for (size_t l = 2; l < o.size(); l++)
+    if (o[l] - o[l - 1] != o[1] - o[0]) return 0;
+  return o[1] - o[0];
+}
+
+bool consecutive(const std::vector<const UOp*>& ix) {
+  std::vector<int64_t> o = lane_offsets(ix);
+  return !o.empty() && stride_of(o) == 1;
+}
 
 struct Finder {
   std::unordered_map<const UOp*, size_t> pos, depth;
@@ -87,10 +103,12 @@ struct Finder {
       return add({Pack::Assign, assigns, {acc, value}}) == kFail ? kFail : acc;
     }
     case Ops::LOAD: {
-      const int64_t stride = lane_stride(column(m, 0));
-      if (stride == 0 || (stride != 1 && !strided_loads)) return kFail;
+      std::vector<int64_t> o = lane_offsets(column(m, 0));
+      if (o.empty()) return kFail;
       Pack p{Pack::Load, m, {}};
-      p.stride = stride;
+      p.stride = stride_of(o);
+      if (p.stride != 1 && !strided_loads) return kFail;
+      if (p.stride != 1) p.offsets = std::move(o);
       return add(std::move(p));
     }
     case Ops::ADD:
@@ -114,43 +132,94 @@ struct Finder {
     }
   }
 
-  // The strided Load packs, by buffer, base and stride, whose first elements are consecutive: runs
-  // of 4 or 2 columns become LoadGroups (wider runs took shuffles of vectors too long to pay).
-  void group_loads() {
-    std::map<std::tuple<size_t, size_t, int64_t>, std::map<int64_t, int>> by; // -> first offset -> pack
+  void group(const UOp* buffer, const UOp* base, int width, std::vector<int64_t> loads,
+             std::vector<int> packs, std::vector<std::vector<int64_t>> picks) {
+    for (int id : packs)
+      out.group_of[id] = static_cast<int>(out.groups.size());
+    out.groups.push_back({buffer, base, width, std::move(loads), std::move(packs), std::move(picks)});
+  }
+
+  // Strided Load packs by buffer and base (in program order), each with its packs in order of
+  // their first lane's offset, those at one depth only.
+  std::map<std::pair<size_t, size_t>, std::map<int64_t, int>> strided_by_base(bool grouped) {
+    std::map<std::pair<size_t, size_t>, std::map<int64_t, int>> by;
     for (size_t id = 0; id < out.packs.size(); id++) {
       const Pack& p = out.packs[id];
-      if (p.kind != Pack::Load || p.stride == 1) continue;
+      if (p.kind != Pack::Load || p.stride == 1 || out.group_of.count(static_cast<int>(id)) != grouped)
+        continue;
       const UOp* idx = p.members[0]->src[0].get();
-      auto [base, first] = base_offset(idx->src[1].get());
+      const UOp* base = base_offset(idx->src[1].get()).first;
       if (!pos.count(base)) continue;
-      by[{pos.at(idx->src[0].get()), pos.at(base), p.stride}][first] = static_cast<int>(id);
+      by[{pos.at(idx->src[0].get()), pos.at(base)}][p.offsets[0]] = static_cast<int>(id);
     }
-    for (auto& [key, cols] : by) {
-      for (auto it = cols.begin(); it != cols.end();) {
-        std::vector<std::pair<int64_t, int>> run{*it};
-        for (++it; it != cols.end() && it->first == run.back().first + 1; ++it)
-          run.push_back(*it);
-        for (size_t at = 0; at < run.size();) {
-          size_t w = run.size() - at >= 4 ? 4 : run.size() - at >= 2 ? 2 : 1;
-          const Pack& p0 = out.packs[static_cast<size_t>(run[at].second)];
-          for (size_t c = 1; c < w; c++)
-            if (depth.at(out.packs[static_cast<size_t>(run[at + c].second)].members[0]) !=
-                depth.at(p0.members[0]))
-              w = 1;
-          if (w > 1) {
-            const UOp* idx = p0.members[0]->src[0].get();
-            LoadGroup g{
-                idx->src[0].get(), base_offset(idx->src[1].get()).first, run[at].first, p0.stride, {}};
-            for (size_t c = 0; c < w; c++) {
-              g.packs.push_back(run[at + c].second);
-              out.group_of[run[at + c].second] = static_cast<int>(out.groups.size());
-            }
-            out.groups.push_back(std::move(g));
+    return by;
+  }
+
+  const UOp* index_of(int id) const { return out.packs[static_cast<size_t>(id)].members[0]->src[0].get(); }
+  size_t depth_of(int id) const { return depth.at(out.packs[static_cast<size_t>(id)].members[0]); }
+
+  // Runs: packs of one stride whose lanes' offsets follow each other's by 1, 4 or 2 at a time
+  // (wider runs took shuffles of vectors too long to pay). Spans: the other strided packs of one
+  // base whose lanes together read within 1, 2 or 4 vectors' worth of elements.
+  void group_loads() {
+    const int lanes = out.lanes;
+    for (auto& [key, cols] : strided_by_base(false)) {
+      std::vector<std::pair<int64_t, int>> col(cols.begin(), cols.end());
+      for (size_t at = 0; at < col.size();) {
+        const Pack& p0 = out.packs[static_cast<size_t>(col[at].second)];
+        size_t w = 1;
+        while (w < 4 && at + w < col.size() && col[at + w].first == col[at].first + static_cast<int64_t>(w) &&
+               out.packs[static_cast<size_t>(col[at + w].second)].stride == p0.stride && p0.stride != 0 &&
+               depth_of(col[at + w].second) == depth_of(col[at].second))
+          w++;
+        if (w == 3) w = 2;
+        if (w > 1) {
+          std::vector<int64_t> loads;
+          std::vector<int> packs;
+          std::vector<std::vector<int64_t>> picks(w);
+          for (int l = 0; l < lanes; l++)
+            loads.push_back(col[at].first + l * p0.stride);
+          for (size_t c = 0; c < w; c++) {
+            packs.push_back(col[at + c].second);
+            for (int l = 0; l < lanes; l++)
+              picks[c].push_back(static_cast<int64_t>(c) + l * static_cast<int64_t>(w));
           }
-          at += w;
+          const UOp* idx = index_of(col[at].second);
+          group(idx->src[0].get(), base_offset(idx->src[1].get()).first, static_cast<int>(w),
+                std::move(loads), std::move(packs), std::move(picks));
+        }
+        at += w;
+      }
+    }
+    for (auto& [key, cols] : strided_by_base(false)) {
+      std::map<int64_t, int> read; // element -> how many lanes read it
+      std::vector<int> packs;
+      bool one_depth = true;
+      for (auto& [first, id] : cols) {
+        one_depth &= depth_of(id) == depth_of(cols.begin()->second);
+        packs.push_back(id);
+        for (int64_t o : out.packs[static_cast<size_t>(id)].offsets)
+          read[o]++;
+      }
+      // the elements from the first read to the last, in 1, 2 or 4 vectors (the last one moved
+      // back to end at the last read, so that nothing past it is read)
+      const int64_t lo = read.begin()->first, span = read.rbegin()->first - lo + 1;
+      if (!one_depth || span < lanes || span > 4 * lanes) continue;
+      const int64_t count = span <= lanes ? 1 : span <= 2 * lanes ? 2 : 4;
+      std::vector<int64_t> loads;
+      for (int64_t i = 0; i < count; i++)
+        loads.push_back(std::min(lo + i * lanes, lo + span - lanes));
+      std::vector<std::vector<int64_t>> picks;
+      for (int id : packs) {
+        picks.emplace_back();
+        for (int64_t o : out.packs[static_cast<size_t>(id)].offsets) {
+          int64_t i = std::min((o - lo) / lanes, count - 1);
+          picks.back().push_back(i * lanes + o - loads[static_cast<size_t>(i)]);
         }
       }
+      const UOp* idx = index_of(packs[0]);
+      group(idx->src[0].get(), base_offset(idx->src[1].get()).first, lanes, std::move(loads),
+            std::move(packs), std::move(picks));
     }
   }
 };

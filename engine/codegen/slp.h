@@ -19,19 +19,25 @@ struct Pack {
   // scalar (it is used as it is: C widens a scalar operand to every lane)
   std::vector<int> src;
   size_t last = 0; // the position of its last member in the linear program: where it is written
-  // a Load's lanes: `stride` elements apart (1: one vector load; else each lane loaded apart, or
-  // all lanes of a group of such packs at once: LoadGroup)
+  // a Load's lanes: `stride` elements apart (1: one vector load; 0: no one stride), each at its
+  // base + offsets[l] (a strided Load's): read lane by lane, or with others as a LoadGroup
   int64_t stride = 1;
+  std::vector<int64_t> offsets;
 };
 
-// Strided Load packs that read consecutive elements at each lane (a Winograd tile's row of 4
-// floats in each of 16 images): each lane's run is one small vector load, and the runs are
-// transposed into the packs by shuffles, where loading lane by lane took a gather per pack.
+// Strided Load packs read together: a few vector loads of `width` elements (at base + loads[i])
+// joined into one long vector, each pack's lanes picked out of it by a shuffle, where lane by lane
+// each pack took a gather. Two kinds: lanes that each read a run of consecutive elements a stride
+// apart (a Winograd tile's row of 4 floats in each of 16 images: a short load a lane, transposed),
+// and packs whose lanes together read a few whole vectors (a block of 4 x 4 Winograd tiles, each
+// tile's 2 x 2 in rows of 16: 4 vector loads for all 4 packs).
 struct LoadGroup {
   const UOp* buffer = nullptr;
-  const UOp* base = nullptr; // lane 0 of column 0 reads buffer[base + first]
-  int64_t first = 0, stride = 0;
-  std::vector<int> packs; // column c: lane l reads buffer[base + first + c + l * stride]
+  const UOp* base = nullptr;
+  int width = 0;
+  std::vector<int64_t> loads;
+  std::vector<int> packs;
+  std::vector<std::vector<int64_t>> picks; // per pack, each lane's element of the joined loads
 };
 
 struct Packs {
