@@ -417,7 +417,8 @@ void render_pack(CRender& r, int id) {
     e = "(" + operand(0, false) + op + operand(1, false) + ")";
   }
   }
-  if (r.pack_uses[id] == 1 && u0.op != Ops::WHERE)
+  // a comparison is named: a choice by it writes it twice (its bits and their complement)
+  if (r.pack_uses[id] == 1 && u0.op != Ops::WHERE && u0.op != Ops::CMPLT && u0.op != Ops::CMPNE)
     r.pack_expr[id] = e; // written into its one user
   else
     declare("vec", e);

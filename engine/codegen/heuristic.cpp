@@ -262,20 +262,23 @@ bool numeric(const ShapeTracker& st) {
   return true;
 }
 
+// Sets the upcast dims of `at` to copy c (in order, the first dim fastest); false past the last.
+bool at_copy(const CpuKernel& k, int64_t c, std::vector<int64_t>& at) {
+  for (size_t u = 0; u < k.dims(); u++)
+    if (k.ks.kind[u] == kUpcast) {
+      at[u] = c % k.ks.full[u].value();
+      c /= k.ks.full[u].value();
+    }
+  return c == 0;
+}
+
 // The index (0 along every loop, the upcast dims at some copy) of the first copy where a loaded
 // view is read: a stacked piece is masked off in the others. Empty where no copy reads it.
 std::vector<int64_t> copy_read(const CpuKernel& k, const ShapeTracker& st) {
   std::vector<int64_t> at(k.dims(), 0);
-  for (int64_t c = 0;; c++) {
-    int64_t rest = c;
-    for (size_t u = 0; u < k.dims(); u++)
-      if (k.ks.kind[u] == kUpcast) {
-        at[u] = rest % k.ks.full[u].value();
-        rest /= k.ks.full[u].value();
-      }
-    if (rest > 0) return {};
+  for (int64_t c = 0; at_copy(k, c, at); c++)
     if (st.offset_of(at) >= 0) return at;
-  }
+  return {};
 }
 
 // Whether the C renderer's packs (slp.h) can take the copies of an upcast along dims `ds`: each
@@ -499,6 +502,9 @@ void vectorize_interleaved_store(CpuKernel& k, const UOp* stored, const Machine&
 // 4-long inner loop with 4-lane gathers). Measured on the Xeon (16 lanes, 1 thread), the MNIST
 // CNN's F(2x2, 5x5) output-gradient transform alone in a C harness: 46-57 -> 29-35 ms. Not where
 // a load spans more than 4 lines across the block (U5's blocks of 16 images, a plane apart each).
+// Where the C renderer packs the copies, the merged loop is upcast whole instead: each load's
+// block read as up to 4 whole vectors and picked apart by shuffles (slp.h's spans), no gathers;
+// the MNIST transform in the pipeline 38.7-46.1 -> 25.5-27.2 ms (same Xeon, 1 thread).
 void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m, const UOp* value) {
   if (std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
   const ShapeTracker* out = k.full_store(stored);
@@ -541,20 +547,12 @@ void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m, con
     if (!packs || !k.full_load(e)) continue;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     std::vector<int64_t> at(k.dims(), 0);
-    for (int64_t c = 0;; c++) { // every copy
-      int64_t rest = c;
-      for (size_t u = 0; u < k.dims(); u++)
-        if (k.ks.kind[u] == kUpcast) {
-          at[u] = rest % k.ks.full[u].value();
-          rest /= k.ks.full[u].value();
-        }
-      if (rest > 0) break;
+    for (int64_t c = 0; at_copy(k, c, at); c++)
       for (int64_t i = 0; i < n; i++) {
         at[d0] = i / inner;
         at[d1] = i % inner;
         if (int64_t o = e.second.offset_of(at); o >= 0) lo = std::min(lo, o), hi = std::max(hi, o);
       }
-    }
     packs = lo > hi || hi - lo + 1 <= 4 * m.simd.float_lanes;
   }
   if (!try_apply(k.ks, k.sts, k.applied, OptOp::MERGE, d0, 0)) return;
@@ -567,11 +565,12 @@ void vectorize_tile_block(CpuKernel& k, const UOp* stored, const Machine& m, con
 // An elementwise kernel whose innermost loop over outputs stores contiguously while some load
 // strides along it, read in runs by the kernel's copies (a Winograd transform of the output's
 // gradient in blocks of the same tile of 16 images: each tile's 4 x 4 floats from each image, 576
-// floats apart, stored images innermost). clang's vectorizer would take each load as a gather (one per value,
-// and slow on a Zen 3), so the loop stays scalar. Upcast by a vector's lanes, the copies become the C
-// renderer's packs (slp.h): each lane's run one short vector load, transposed by shuffles.
-// Measured on the Xeon (16 lanes, 1 thread), U5's output-gradient transform in a C harness:
-// 14-18 -> 8.0-8.6 ms (a gather per column instead of the transposed runs: 9.5-11.4).
+// floats apart, stored images innermost). clang's vectorizer would take each load as a gather
+// (one per value, and slow on a Zen 3), so the loop stays scalar. Upcast by a vector's lanes, the
+// copies become the C renderer's packs (slp.h): each lane's run one short vector load, transposed
+// by shuffles. Measured on the Xeon (16 lanes, 1 thread), U5's output-gradient transform in a C
+// harness 14-18 -> 8.0-8.6 ms (a gather per column instead of the runs: 9.5-11.4), in the
+// pipeline 14.0-17.6 -> 10.4-11.5.
 void upcast_gathered_lanes(CpuKernel& k, const UOp* stored, const Machine& m, const UOp* value) {
   if (std::count(k.ks.kind.begin(), k.ks.kind.end(), kVector)) return;
   const ShapeTracker* out = k.full_store(stored);

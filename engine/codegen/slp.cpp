@@ -139,8 +139,8 @@ struct Finder {
     out.groups.push_back({buffer, base, width, std::move(loads), std::move(packs), std::move(picks)});
   }
 
-  // Strided Load packs by buffer and base (in program order), each with its packs in order of
-  // their first lane's offset, those at one depth only.
+  // Strided Load packs not (or already) in a group, by buffer and base (in program order), each
+  // with its packs in order of their first lane's offset.
   std::map<std::pair<size_t, size_t>, std::map<int64_t, int>> strided_by_base(bool grouped) {
     std::map<std::pair<size_t, size_t>, std::map<int64_t, int>> by;
     for (size_t id = 0; id < out.packs.size(); id++) {
@@ -192,18 +192,18 @@ struct Finder {
       }
     }
     for (auto& [key, cols] : strided_by_base(false)) {
-      std::map<int64_t, int> read; // element -> how many lanes read it
+      int64_t lo = INT64_MAX, hi = INT64_MIN; // the first element read and the last
       std::vector<int> packs;
       bool one_depth = true;
       for (auto& [first, id] : cols) {
         one_depth &= depth_of(id) == depth_of(cols.begin()->second);
         packs.push_back(id);
         for (int64_t o : out.packs[static_cast<size_t>(id)].offsets)
-          read[o]++;
+          lo = std::min(lo, o), hi = std::max(hi, o);
       }
-      // the elements from the first read to the last, in 1, 2 or 4 vectors (the last one moved
-      // back to end at the last read, so that nothing past it is read)
-      const int64_t lo = read.begin()->first, span = read.rbegin()->first - lo + 1;
+      // those elements in 1, 2 or 4 vectors (the last one moved back to end at the last read, so
+      // that nothing past it is read)
+      const int64_t span = hi - lo + 1;
       if (!one_depth || span < lanes || span > 4 * lanes) continue;
       const int64_t count = span <= lanes ? 1 : span <= 2 * lanes ? 2 : 4;
       std::vector<int64_t> loads;
