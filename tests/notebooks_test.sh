@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The notebooks as a person uses them. notebooks/NN_*.ipynb are what tools/script_to_notebook.py
 # makes of the scripts today (no drift); each notebook executes through the moongrad kernel with
-# `jupyter nbconvert --execute` (Projects 4 and 9 at the lengths CTest runs the scripts; 10 in one
-# process, as without mpirun) without an error and
+# `jupyter nbconvert --execute` (Projects 4 and 9 for 30 steps, with loose bounds: CTest runs the
+# scripts themselves at their tested lengths and bounds; 10 in one process, as without mpirun) without an error and
 # shows at least one picture (an SVG plot or :viz graph); the executed tour, exported to HTML, renders
 # in headless Chromium with its tensor table and SVGs on the page (screenshot: BUILD/notebook-tour.png).
 #   tests/notebooks_test.sh BUILD_DIR SOURCE_DIR
@@ -27,8 +27,9 @@ fi
 grep -q "02_op_types.ipynb" "$copy/check.log" || fail "the drift check does not name the stale notebook: $(cat "$copy/check.log")"
 rm -rf "$copy"
 
-# the options CTest gives the scripts (CMakeLists.txt), so that CI runs the short versions
-declare -A args=([04_mnist]="--steps 200 --max-loss 0.15 --min-acc 0.95" [09_transformer]="--steps 300 --max-loss 2.5")
+# short runs (30 steps reached a smoothed loss of 0.88 and 80% on MNIST, a val loss of 3.19 for the
+# transformer when measured): the scripts' own tests (CMakeLists.txt) check that the models learn
+declare -A args=([04_mnist]="--steps 30 --max-loss 1.5 --min-acc 0.6" [09_transformer]="--steps 30 --max-loss 3.6")
 # outputs of the executed notebook: "pictures errors"
 count() {
   /usr/bin/python3 - "$1" <<'PY'
