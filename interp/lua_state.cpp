@@ -390,6 +390,16 @@ int device_names_fn(lua_State* L) {
   return 2;
 }
 
+// Device.why(name): why that device cannot run here, or nil where it runs. Device.names() asks
+// every device, which starts each driver (PoCL, lavapipe: 0.1 s at start-up); a tensor made on
+// the CPU needs only the CPU's answer.
+int device_why_fn(lua_State* L) {
+  std::string why = get_device(luaL_checkstring(L, 1)).unavailable();
+  if (why.empty()) return 0;
+  lua_pushstring(L, why.c_str());
+  return 1;
+}
+
 // Device.machine(): the CPU the hand-coded opts are sized for, as one line ("AVX-512: 16 float
 // lanes, 32 registers; L1d 32 KiB, ..."), and as a table of its numbers (bytes, lanes, counts).
 int device_machine_fn(lua_State* L) {
@@ -431,6 +441,7 @@ int device_synchronize_fn(lua_State* L) {
 
 const Binding kGlobalFns[] = {{"Context", context}, {"setdebug", setdebug}, {"getdebug", getdebug}};
 const Binding kDeviceFns[] = {{"Device.names", device_names_fn},
+                              {"Device.why", device_why_fn},
                               {"Device.machine", device_machine_fn},
                               {"Device.host_memory", device_host_memory_fn},
                               {"Device.synchronize", device_synchronize_fn}};

@@ -16,15 +16,15 @@ local function check_device(name, device)
   if type(device) ~= "string" then error(("%s: device must be a string, got %s"):format(name, type(device)), 0) end
   local base, index = device:match("^(.-):(%d+)$")
   base = base or device
-  local names, why = Device.names()
-  for _, d in ipairs(names) do
-    if d:upper() == base:upper() then
-      if why[d] then error(("%s: device %s cannot run here: %s"):format(name, d, why[d]), 0) end
-      return (index and tonumber(index) > 0) and (d .. ":" .. tonumber(index)) or d
-    end
+  -- Device.why asks this device alone; Device.names() would start every driver
+  local d = base:upper()
+  local known, why = pcall(Device.why, d)
+  if not known then
+    error(("%s: unknown device '%s' (known: %s; an index picks another instance: CPU:1)"):format(name, device,
+      table.concat(Device.names(), ", ")), 0)
   end
-  error(("%s: unknown device '%s' (known: %s; an index picks another instance: CPU:1)"):format(name, device,
-    table.concat(names, ", ")), 0)
+  if why then error(("%s: device %s cannot run here: %s"):format(name, d, why), 0) end
+  return (index and tonumber(index) > 0) and (d .. ":" .. tonumber(index)) or d
 end
 T._check_device = check_device
 

@@ -16,6 +16,14 @@ test("Device.names lists every backend, and why one cannot run", function()
   for n, reason in pairs(why) do assert(type(reason) == "string" and #reason > 10, n .. ": no reason given") end
 end)
 
+test("Device.why asks one device: the same answer as Device.names' table, an unknown name an error", function()
+  for _, d in ipairs(names) do
+    local w = Device.why(d)
+    assert(w == why[d], d .. ": " .. tostring(w))
+  end
+  H.errors(function() Device.why("TPU") end, "TPU", "CPU")
+end)
+
 test("Device.machine describes the CPU the opts are sized for", function()
   local line, m = Device.machine()
   assert(type(line) == "string" and line:find(m.isa .. ": " .. m.float_lanes .. " float lanes", 1, true), line)
