@@ -20,6 +20,7 @@ local function check_device(name, device)
   local d = base:upper()
   local known, why = pcall(Device.why, d)
   if not known then
+    if not tostring(why):find("unknown device", 1, true) then error(why, 0) end
     error(("%s: unknown device '%s' (known: %s; an index picks another instance: CPU:1)"):format(name, device,
       table.concat(Device.names(), ", ")), 0)
   end
